@@ -1,0 +1,109 @@
+"""Shared services for one process: settings, judge, embeddings, node cache, CPU offloading.
+
+A ``Runtime`` is created once (by the CLI or the online evaluator) and handed to every node via
+``NodeContext.runtime``. Heavy services (embedding model, judge client) are created lazily so a run
+that never needs them never pays for them.
+
+Example:
+    >>> rt = Runtime.create(Settings())
+    >>> rt.judge_kind in ("llm", "local", None)
+    True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from nexagauge.settings import Settings
+
+if TYPE_CHECKING:
+    from nexagauge.graph.cache import NodeCache
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+NO_JUDGE = "no judge configured"
+
+
+@dataclass
+class Runtime:
+    """Process-wide services (see module docstring)."""
+
+    settings: Settings
+    cache: NodeCache | None = None
+    #: the judge backend (``nexagauge.judge``); ``None`` means judge nodes skip with NO_JUDGE
+    judge: Any = None
+    #: the embedding service (``nexagauge.judge.embeddings``), created on first use
+    _embedder: Any = None
+    _embedder_factory: Callable[[], Any] | None = None
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+
+    @classmethod
+    def create(cls, settings: Settings, *, use_cache: bool | None = None) -> Runtime:
+        """Build the runtime from settings: cache, judge (LLM or local), lazy embeddings."""
+        from nexagauge.graph.cache import NodeCache
+
+        enabled = settings.cache.enabled if use_cache is None else use_cache
+        rt = cls(settings=settings, cache=NodeCache(settings.cache.dir) if enabled else None)
+        rt.judge = _make_judge(settings, rt)
+        return rt
+
+    @property
+    def judge_kind(self) -> str | None:
+        """``"llm"``, ``"local"`` or ``None`` (no judge)."""
+        return getattr(self.judge, "kind", None) if self.judge is not None else None
+
+    @property
+    def embedder(self) -> Any:
+        """The process-wide embedding service (loaded on first use, then shared)."""
+        if self._embedder is None:
+            factory = self._embedder_factory or _default_embedder_factory(self.settings)
+            self._embedder = factory()
+        return self._embedder
+
+    async def to_thread(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run CPU-bound work off the event loop (embeddings, ROUGE, METEOR)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nexagauge-cpu")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def aclose(self) -> None:
+        close = getattr(self.judge, "aclose", None)
+        if close is not None:
+            await close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _make_judge(settings: Settings, rt: Runtime) -> Any:
+    """Choose the judge backend: an LLM endpoint if configured, else the local judge, else none."""
+    mode = settings.judge.mode
+    if mode == "none":
+        return None
+    if mode == "llm" or (mode == "auto" and settings.judge.configured):
+        try:
+            from nexagauge.judge.client import LLMJudge
+        except ImportError:  # pragma: no cover - judge package not built yet
+            return None
+        return LLMJudge(settings.judge)
+    try:
+        from nexagauge.judge.local import LocalJudge
+    except ImportError:
+        return None
+    return LocalJudge(settings, rt)
+
+
+def _default_embedder_factory(settings: Settings) -> Callable[[], Any]:
+    def make() -> Any:
+        from nexagauge.judge.embeddings import create_embedder
+
+        return create_embedder(settings.embeddings)
+
+    return make

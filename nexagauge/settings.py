@@ -1,0 +1,246 @@
+"""One typed settings table for the evaluator (not imported by the SDK path).
+
+Precedence, highest first: explicit arguments > ``NEXAGAUGE_*`` environment variables > config
+file (TOML: ``--config``, ``NEXAGAUGE_CONFIG`` or ``./nexagauge.toml``) > defaults. Environment
+names are ``NEXAGAUGE_<SECTION>_<FIELD>``, e.g. ``NEXAGAUGE_JUDGE_BASE_URL``,
+``NEXAGAUGE_KAFKA_BOOTSTRAP_SERVERS``. The judge falls back to the standard ``OPENAI_BASE_URL`` and
+``OPENAI_API_KEY``; OTLP export honours the standard ``OTEL_*`` variables (read by the exporter).
+
+Example:
+    >>> s = Settings(judge={"model": "gpt-4o-mini"})
+    >>> s.judge.model
+    'gpt-4o-mini'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JudgeOverride(_Section):
+    """Per-node judge settings; any field left ``None`` inherits the global judge setting."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    timeout_s: float | None = None
+
+
+class JudgeSettings(_Section):
+    """The LLM judge: any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama, LiteLLM)."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    temperature: float = 0.0
+    seed: int | None = 7
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    max_concurrency: int = 16
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    #: "auto": the LLM judge when an endpoint is configured, else the local judge
+    mode: Literal["auto", "llm", "local", "none"] = "auto"
+    price_table: Path | None = None
+    nodes: dict[str, JudgeOverride] = Field(default_factory=dict)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url or self.api_key)
+
+    def for_node(self, node: str) -> JudgeSettings:
+        """The effective judge settings of one node (global values overridden per node)."""
+        o = self.nodes.get(node)
+        if o is None:
+            return self
+        upd = {k: v for k, v in o.model_dump().items() if v is not None}
+        if o.api_key is not None:
+            upd["api_key"] = o.api_key
+        return self.model_copy(update=upd)
+
+
+class EmbeddingSettings(_Section):
+    """Embeddings: a packaged local model, or an OpenAI-compatible ``/v1/embeddings`` endpoint."""
+
+    provider: Literal["local", "openai"] = "local"
+    model: str = "all-MiniLM-L6-v2"
+    model_path: Path | None = None  # a local sentence-transformers directory; default: packaged
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    batch_size: int = 64
+    device: str = "cpu"
+
+
+class CacheSettings(_Section):
+    enabled: bool = True
+    dir: Path = Path(".nexagauge-cache")
+
+
+class RunSettings(_Section):
+    """Offline runs (``nexagauge run`` / ``estimate``)."""
+
+    max_cases_in_flight: int = 8
+    chunk_max_tokens: int = 128
+    refiner_similarity: float = 0.92
+
+
+class KafkaSettings(_Section):
+    """Kafka client settings; TLS/SASL pass through to aiokafka."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    traces_topic: str = "otlp_spans"
+    logs_topic: str = "otlp_logs"
+    rekeyed_topic: str = "nexagauge_spans_by_trace"
+    dlq_topic: str = "nexagauge_dlq"
+    group_id: str = "nexagauge-evaluator"
+    encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    max_message_bytes: int = 8 * 1024 * 1024
+    fetch_max_wait_ms: int = 100
+
+
+class SamplingRule(_Section):
+    """One sampling rule: matches spans; ``rate`` in [0, 1]; ``nodes`` limits which metrics run."""
+
+    name: str
+    service: str | None = None
+    span_name: str | None = None
+    attribute: dict[str, str] | None = None
+    rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    always: bool = False
+    nodes: list[str] | None = None
+
+
+class SamplingSettings(_Section):
+    default_rate: float = Field(default=0.1, ge=0.0, le=1.0)
+    rules: list[SamplingRule] = Field(default_factory=list)
+    always_on_error: bool = True
+    by_conversation: bool = True
+    max_evaluations_per_second: float | None = None
+    budget_usd_per_hour: float | None = None
+    budget_usd_per_day: float | None = None
+
+
+class OnlineSettings(_Section):
+    """The online evaluator (``nexagauge serve``)."""
+
+    target: str = "eval"
+    nodes: list[str] | None = None
+    max_in_flight: int = 32
+    trace_grace_s: float = 2.0
+    trace_inactivity_s: float = 30.0
+    max_buffered_traces: int = 10_000
+    max_buffered_spans: int = 200_000
+    rekey: bool = True
+    drain_timeout_s: float = 20.0
+    evaluate_spans: Literal["auto", "root", "llm", "all"] = "auto"
+
+
+class EmitSettings(_Section):
+    """Where scores go: OTLP evaluation spans and the Prometheus endpoint."""
+
+    otlp_endpoint: str | None = None  # None: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT or the default
+    otlp_protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    service_name: str = "nexagauge-evaluator"
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+    label_allowlist: list[str] = Field(default_factory=lambda: ["service", "span_name", "model"])
+    max_label_values: int = 200
+
+
+class Settings(BaseSettings):
+    """All evaluator settings. See the module docstring for precedence and env names."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NEXAGAUGE_",
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        extra="forbid",
+        toml_file=None,
+    )
+
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    online: OnlineSettings = Field(default_factory=OnlineSettings)
+    emit: EmitSettings = Field(default_factory=EmitSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_path()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @model_validator(mode="after")
+    def _openai_fallbacks(self) -> Settings:
+        # Standard OpenAI variables are the last fallback before defaults.
+        if self.judge.base_url is None and os.environ.get("OPENAI_BASE_URL"):
+            self.judge.base_url = os.environ["OPENAI_BASE_URL"]
+        if self.judge.api_key is None and os.environ.get("OPENAI_API_KEY"):
+            self.judge.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
+        return self
+
+
+_CONFIG_OVERRIDE: Path | None = None
+
+
+def _config_path() -> Path | None:
+    if _CONFIG_OVERRIDE is not None:
+        return _CONFIG_OVERRIDE
+    env = os.environ.get("NEXAGAUGE_CONFIG")
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise FileNotFoundError(f"NEXAGAUGE_CONFIG points to {env!r}, which is not a file")
+        return p
+    p = Path("nexagauge.toml")
+    return p if p.is_file() else None
+
+
+def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build settings with the documented precedence; ``overrides`` are explicit arguments."""
+    global _CONFIG_OVERRIDE
+    if config is not None and not Path(config).is_file():
+        raise FileNotFoundError(f"config file {str(config)!r} does not exist")
+    _CONFIG_OVERRIDE = Path(config) if config is not None else None
+    try:
+        return Settings(**overrides)
+    finally:
+        _CONFIG_OVERRIDE = None
