@@ -1,0 +1,220 @@
+"""Content-addressed on-disk caches: a generic atomic store and the node-result cache on top.
+
+Keys are SHA-256 hex digests of a canonical JSON of everything that determines a result (node,
+case fingerprint, node config, implementation/prompt version, model, upstream outputs). Values are
+written to a temp file in the same directory and ``os.replace``-d into place, so concurrent writers
+(threads, tasks or processes) never produce a torn file: the last complete write wins and every
+reader sees either nothing or a whole entry. A corrupt entry (e.g. disk full) is treated as a miss
+and removed.
+
+Example:
+    >>> import tempfile
+    >>> store = ContentStore(tempfile.mkdtemp())
+    >>> k = store.key({"node": "refmatch", "case": "abc"})
+    >>> store.put(k, b"{}"); store.get(k)
+    b'{}'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+_MAGIC = b"NGC1\n"
+M = TypeVar("M", bound=BaseModel)
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, no whitespace) of plain data and pydantic models."""
+
+    def default(o: Any) -> Any:
+        if isinstance(o, BaseModel):
+            return o.model_dump(mode="json")
+        if isinstance(o, set | frozenset):
+            return sorted(o)
+        if isinstance(o, Path):
+            return str(o)
+        raise TypeError(f"cannot canonicalize {type(o).__name__}")
+
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    entries: int
+    bytes: int
+    namespaces: dict[str, int]
+
+
+class ContentStore:
+    """An atomic content-addressed blob store in a directory (``<dir>/<ns>/<k[:2]>/<k>``)."""
+
+    def __init__(self, root: str | os.PathLike[str], namespace: str = "default") -> None:
+        self.root = Path(root)
+        self.namespace = namespace
+        self.dir = self.root / namespace
+
+    @staticmethod
+    def key(parts: Mapping[str, Any]) -> str:
+        return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        if len(key) < 8 or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"invalid cache key {key!r}")
+        return self.dir / key[:2] / key
+
+    def get(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return None
+        if not data.startswith(_MAGIC):
+            self._discard(path)
+            return None
+        body = data[len(_MAGIC) :]
+        nl = body.find(b"\n")
+        if nl < 0:
+            self._discard(path)
+            return None
+        digest, payload = body[:nl].decode("ascii", "replace"), body[nl + 1 :]
+        if hashlib.sha256(payload).hexdigest()[:16] != digest:
+            self._discard(path)  # torn or corrupted entry: a miss, never a wrong answer
+            return None
+        return payload
+
+    def put(self, key: str, value: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = _MAGIC + hashlib.sha256(value).hexdigest()[:16].encode() + b"\n"
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=f".{os.getpid()}")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(header)
+                f.write(value)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def _discard(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+class NodeCache:
+    """Node results cached by (node, case fingerprint, node config, version, model, upstream).
+
+    Example:
+        >>> import tempfile
+        >>> from nexagauge.schema.results import NodeMetrics
+        >>> cache = NodeCache(tempfile.mkdtemp())
+        >>> k = cache.key(node="refmatch", version="1", case="fp", config={}, upstream={})
+        >>> cache.put(k, NodeMetrics()); cache.get(k, NodeMetrics) == NodeMetrics()
+        True
+    """
+
+    NAMESPACE = "nodes"
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.store = ContentStore(root, self.NAMESPACE)
+        self.hits = 0
+        self.misses = 0
+
+    def key(
+        self,
+        *,
+        node: str,
+        version: str,
+        case: str,
+        config: Mapping[str, Any],
+        upstream: Mapping[str, Any],
+    ) -> str:
+        return self.store.key(
+            {"node": node, "version": version, "case": case, "config": config, "upstream": upstream}
+        )
+
+    def get(self, key: str, model: type[M]) -> M | None:
+        raw = self.store.get(key)
+        if raw is None:
+            self.misses += 1
+            return None
+        try:
+            value = model.model_validate_json(raw)
+        except ValidationError:
+            self.misses += 1  # an entry from an incompatible model version: recompute
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, key: str, value: BaseModel) -> None:
+        self.store.put(key, value.model_dump_json().encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Inspection (``nexagauge cache``)
+# ---------------------------------------------------------------------------------------------
+def _entries(root: Path) -> Iterator[tuple[str, Path]]:
+    if not root.is_dir():
+        return
+    for ns in sorted(p for p in root.iterdir() if p.is_dir()):
+        for sub in ns.iterdir():
+            if sub.is_dir():
+                for f in sub.iterdir():
+                    if f.is_file() and not f.name.startswith(".tmp-"):
+                        yield ns.name, f
+
+
+def cache_stats(root: str | os.PathLike[str]) -> CacheStats:
+    entries = 0
+    size = 0
+    per_ns: dict[str, int] = {}
+    for ns, f in _entries(Path(root)):
+        entries += 1
+        size += f.stat().st_size
+        per_ns[ns] = per_ns.get(ns, 0) + 1
+    return CacheStats(entries=entries, bytes=size, namespaces=per_ns)
+
+
+def clear_cache(
+    root: str | os.PathLike[str], namespace: str | None = None, older_than_s: float | None = None
+) -> int:
+    """Delete cache entries (all, one namespace, or older than N seconds). Returns the count."""
+    root = Path(root)
+    if not root.is_dir():
+        return 0
+    now = time.time()
+    removed = 0
+    if namespace is None and older_than_s is None:
+        removed = sum(1 for _ in _entries(root))
+        shutil.rmtree(root, ignore_errors=True)
+        return removed
+    for ns, f in list(_entries(root)):
+        if namespace is not None and ns != namespace:
+            continue
+        if older_than_s is not None and now - f.stat().st_mtime < older_than_s:
+            continue
+        try:
+            f.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
