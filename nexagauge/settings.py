@@ -101,6 +101,9 @@ class RunSettings(_Section):
     max_cases_in_flight: int = 8
     chunk_max_tokens: int = 128
     refiner_similarity: float = 0.92
+    #: pass/fail threshold per metric name (a score >= threshold passes)
+    default_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    thresholds: dict[str, float] = Field(default_factory=dict)
 
 
 class KafkaSettings(_Section):

@@ -18,28 +18,30 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 CLAIMS = f"{PREFIX}_claims_total"
 
 # Pipeline -----------------------------------------------------------------------------------
-SPANS_CONSUMED = f"{PREFIX}_spans_consumed_total"          # labels: topic
-MESSAGES_CONSUMED = f"{PREFIX}_messages_consumed_total"    # labels: topic
-TRACES_ASSEMBLED = f"{PREFIX}_traces_assembled_total"      # labels: trigger (root_end|turn_end|inactivity|evicted)
-TRACES_SAMPLED = f"{PREFIX}_traces_sampled_total"          # labels: rule
+SPANS_CONSUMED = f"{PREFIX}_spans_consumed_total"  # labels: topic
+MESSAGES_CONSUMED = f"{PREFIX}_messages_consumed_total"  # labels: topic
+TRACES_ASSEMBLED = (
+    f"{PREFIX}_traces_assembled_total"  # labels: trigger (root_end|turn_end|inactivity|evicted)
+)
+TRACES_SAMPLED = f"{PREFIX}_traces_sampled_total"  # labels: rule
 TRACES_NOT_SAMPLED = f"{PREFIX}_traces_not_sampled_total"
-EVALUATIONS = f"{PREFIX}_evaluations_total"                # labels: status (ok|failed), service, span_name, model
-SKIPPED = f"{PREFIX}_skipped_total"                        # labels: reason (rate_limit|budget|no_case|node_skipped:...)
+EVALUATIONS = f"{PREFIX}_evaluations_total"  # labels: status (ok|failed), service, span_name, model
+SKIPPED = f"{PREFIX}_skipped_total"  # labels: reason (rate_limit|budget|no_case|node_skipped:...)
 EVALUATION_LATENCY = f"{PREFIX}_evaluation_latency_seconds"  # histogram, span end -> score emitted
 LATE_SPANS = f"{PREFIX}_late_spans_total"
-EVICTED = f"{PREFIX}_evicted_traces_total"                 # labels: reason (max_traces|max_spans)
-BUFFER_TRACES = f"{PREFIX}_buffer_traces"                  # gauge
-BUFFER_SPANS = f"{PREFIX}_buffer_spans"                    # gauge
-CONSUMER_LAG = f"{PREFIX}_consumer_lag"                    # gauge; labels: topic, partition
-DLQ = f"{PREFIX}_dlq_messages_total"                       # labels: reason
-IN_FLIGHT = f"{PREFIX}_evaluations_in_flight"              # gauge
-PAUSED_PARTITIONS = f"{PREFIX}_paused_partitions"          # gauge (backpressure)
+EVICTED = f"{PREFIX}_evicted_traces_total"  # labels: reason (max_traces|max_spans)
+BUFFER_TRACES = f"{PREFIX}_buffer_traces"  # gauge
+BUFFER_SPANS = f"{PREFIX}_buffer_spans"  # gauge
+CONSUMER_LAG = f"{PREFIX}_consumer_lag"  # gauge; labels: topic, partition
+DLQ = f"{PREFIX}_dlq_messages_total"  # labels: reason
+IN_FLIGHT = f"{PREFIX}_evaluations_in_flight"  # gauge
+PAUSED_PARTITIONS = f"{PREFIX}_paused_partitions"  # gauge (backpressure)
 LAST_EVALUATION = f"{PREFIX}_last_evaluation_timestamp_seconds"  # gauge (unix time)
 
 # Judge --------------------------------------------------------------------------------------
-JUDGE_CALLS = f"{PREFIX}_judge_calls_total"                # labels: node, model, outcome (ok|error|cached)
-JUDGE_TOKENS = f"{PREFIX}_judge_tokens_total"              # labels: node, model, direction (input|output)
-JUDGE_COST = f"{PREFIX}_judge_cost_usd_total"              # labels: node, model
-JUDGE_LATENCY = f"{PREFIX}_judge_latency_seconds"          # histogram; labels: node, model
-BUDGET_REMAINING = f"{PREFIX}_budget_remaining_usd"        # gauge; labels: window (hour|day)
-BUDGET_EXHAUSTED = f"{PREFIX}_budget_exhausted"            # gauge 0/1; labels: window
+JUDGE_CALLS = f"{PREFIX}_judge_calls_total"  # labels: node, model, outcome (ok|error|cached)
+JUDGE_TOKENS = f"{PREFIX}_judge_tokens_total"  # labels: node, model, direction (input|output)
+JUDGE_COST = f"{PREFIX}_judge_cost_usd_total"  # labels: node, model
+JUDGE_LATENCY = f"{PREFIX}_judge_latency_seconds"  # histogram; labels: node, model
+BUDGET_REMAINING = f"{PREFIX}_budget_remaining_usd"  # gauge; labels: window (hour|day)
+BUDGET_EXHAUSTED = f"{PREFIX}_budget_exhausted"  # gauge 0/1; labels: window

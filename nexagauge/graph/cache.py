@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -46,7 +47,9 @@ def canonical_json(obj: Any) -> str:
             return str(o)
         raise TypeError(f"cannot canonicalize {type(o).__name__}")
 
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default)
+    return json.dumps(
+        obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default
+    )
 
 
 @dataclass(frozen=True)
@@ -106,17 +109,13 @@ class ContentStore:
                 f.write(value)
             os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
 
     def _discard(self, path: Path) -> None:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink()
-        except OSError:
-            pass
 
 
 class NodeCache:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
@@ -46,6 +46,11 @@ class NodeContext:
     case: EvalCase
     upstream: Mapping[str, BaseModel]
     runtime: Runtime
+    #: status of every node already decided for this case: node -> (status, reason)
+    statuses: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: nodes of the current plan and the metric branches ``eval`` aggregates
+    plan_nodes: tuple[str, ...] = ()
+    metric_nodes: tuple[str, ...] = ()
 
     def get(self, node: str, model: type[M]) -> M | None:
         """The output of a prerequisite node, typed; ``None`` when it was skipped."""

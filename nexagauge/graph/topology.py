@@ -72,7 +72,13 @@ def _parse(data: dict[str, Any], source: str) -> Topology:
         if not isinstance(spec, dict):
             raise TopologyError(f"{source}: node {name!r} is not a table")
         unknown = set(spec) - {
-            "kind", "requires", "fields", "description", "judge", "block", "soft_requires"
+            "kind",
+            "requires",
+            "fields",
+            "description",
+            "judge",
+            "block",
+            "soft_requires",
         }
         if unknown:
             raise TopologyError(f"{source}: node {name!r} has unknown keys {sorted(unknown)}")

@@ -53,7 +53,9 @@ CONTEXT_SEPARATOR = "\n\n"
 class RecordError(ValueError):
     """A record that cannot become a case. Names the record (index and id if known) and field."""
 
-    def __init__(self, index: int | None, field: str | None, message: str, case_id: str | None = None):
+    def __init__(
+        self, index: int | None, field: str | None, message: str, case_id: str | None = None
+    ):
         self.index = index
         self.field = field
         self.reason = message
@@ -356,7 +358,9 @@ _BLOCK_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def stable_case_id(output: str, input: str | None, context: str | None, reference: str | None) -> str:
+def stable_case_id(
+    output: str, input: str | None, context: str | None, reference: str | None
+) -> str:
     """A content-derived id for records without ``case_id``: the same record always gets it."""
     h = hashlib.sha256()
     for part in (output, input or "", context or "", reference or ""):
@@ -453,7 +457,10 @@ def parse_record(
             values["case_id"] = str(raw_id)
         else:
             values["case_id"] = stable_case_id(
-                values["output"], values.get("input"), values.get("context"), values.get("reference")
+                values["output"],
+                values.get("input"),
+                values.get("context"),
+                values.get("reference"),
             )
         return EvalCase(**values)
     except RecordError:
