@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs and run it. This is the README's test command and what
+# CI runs (.ci/run). Works on a fresh Debian machine with Python 3.11 and the package registries.
+#   bash scripts/test.sh            # whole suite
+#   bash scripts/test.sh -k sdk     # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null || PY=python3
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+VPY=.venv/bin/python
+"$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+# CPU build of torch first: an unpinned torch would resolve to a multi-GB CUDA build.
+"$VPY" -m pip install -q --disable-pip-version-check torch==2.13.0
+"$VPY" -m pip install -q --disable-pip-version-check -e '.[embeddings,dev]'
+
+# Real components the integration tests run (Debian packages): Prometheus + promtool,
+# WordNet (METEOR synonyms), docker-compose (offline validation of docker-compose.yml).
+need=()
+command -v promtool >/dev/null || need+=(prometheus)
+[ -d /usr/share/wordnet ] || need+=(wordnet-base)
+command -v docker-compose >/dev/null || need+=(docker-compose)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# pytest exits 5 when no test ran: with `set -e` that fails this script, never passes silently.
+exec "$VPY" -m pytest -p no:cacheprovider "$@"
