@@ -143,15 +143,6 @@ DOC_METADATA: Final = "metadata"
 NG_PREFIX: Final = "nexagauge."
 #: Version of the nexa-gauge SDK that wrote the span (also marks spans made by ``@nexagauge.trace``).
 NG_SDK_VERSION: Final = "nexagauge.sdk.version"
-#: Input of the traced call when it is not chat-like text (JSON of a structured argument); chat-like
-#: input is in ``gen_ai.input.messages``. Read by the evaluator as the case ``input`` fallback.
-NG_INPUT: Final = "nexagauge.input"
-#: Output of the traced call when it is not text (JSON); text output is in ``gen_ai.output.messages``.
-NG_OUTPUT: Final = "nexagauge.output"
-#: Context as one plain string, when a call supplies context that is not a document list.
-NG_CONTEXT: Final = "nexagauge.context"
-#: Reference (expected) answer for reference metrics, when the app knows one.
-NG_REFERENCE: Final = "nexagauge.reference"
 #: End-user id; set from ``nexagauge.session(user_id=...)``.
 NG_USER_ID: Final = "nexagauge.user.id"
 #: Bool ``true`` on the span that ends a conversation turn (``@trace(turn_end=True)``); the online
