@@ -37,6 +37,8 @@ DLQ = f"{PREFIX}_dlq_messages_total"  # labels: reason
 IN_FLIGHT = f"{PREFIX}_evaluations_in_flight"  # gauge
 PAUSED_PARTITIONS = f"{PREFIX}_paused_partitions"  # gauge (backpressure)
 LAST_EVALUATION = f"{PREFIX}_last_evaluation_timestamp_seconds"  # gauge (unix time)
+#: counter of redelivered evaluations not counted again (emission idempotency); no labels
+DUPLICATE_EVALUATIONS = f"{PREFIX}_duplicate_evaluations_total"
 
 # Judge --------------------------------------------------------------------------------------
 JUDGE_CALLS = f"{PREFIX}_judge_calls_total"  # labels: node, model, outcome (ok|error|cached)

@@ -1,0 +1,451 @@
+"""Prometheus metrics of the evaluator: every series of :mod:`nexagauge.emit.metric_names`.
+
+One :class:`EvaluatorMetrics` per process (tests pass a fresh ``CollectorRegistry`` each). Two kinds
+of callers:
+
+* the online consumer (``nexagauge/online/``) calls the pipeline helpers directly
+  (:meth:`~EvaluatorMetrics.spans_consumed`, :meth:`~EvaluatorMetrics.set_consumer_lag`, ...);
+* the :class:`~nexagauge.emit.emitter.Emitter` records scores, claims, evaluations, latency and
+  judge usage per evaluated span (idempotently); nobody else should call those ``record_*`` helpers.
+
+Cardinality is bounded by construction: ``service``, ``span_name`` and ``model`` go through a
+:class:`LabelLimiter` (a per-label value allow-list, then a cap of ``max_label_values`` distinct
+values per label; anything beyond becomes ``"other"``); enum labels (``status``, ``trigger``,
+``direction``, ``outcome``, ``window``) accept only their documented values (anything else becomes
+``"other"``); free-form reasons are capped too. Trace and session ids are never labels: the score
+and latency histograms carry them as **exemplars**, which only the OpenMetrics exposition shows
+(:func:`exposition` picks the format from the scraper's ``Accept`` header).
+
+Example:
+    >>> from prometheus_client import CollectorRegistry
+    >>> m = EvaluatorMetrics(CollectorRegistry(), max_label_values=2)
+    >>> m.labels_for("svc-a", "chat", "gpt-4o")
+    {'service': 'svc-a', 'span_name': 'chat', 'model': 'gpt-4o'}
+    >>> m.spans_consumed("otlp_spans", 10)
+    >>> m.registry.get_sample_value("nexagauge_spans_consumed_total", {"topic": "otlp_spans"})
+    10.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from nexagauge.emit import metric_names as N
+
+log = logging.getLogger(__name__)
+
+#: Value of a bounded label once its cap is reached (or not on its allow-list).
+OTHER: Final = "other"
+#: Value of ``service``/``span_name``/``model`` when unknown (e.g. no model attribute).
+UNKNOWN: Final = "unknown"
+#: Value of a dimension switched off in ``EmitSettings.label_allowlist``.
+DISABLED: Final = ""
+#: Bounded dimensions of the score/evaluation/claims series, in label order.
+DIMENSIONS: Final = ("service", "span_name", "model")
+#: Longest label value kept (longer values are truncated; Prometheus has no hard limit, we do).
+MAX_LABEL_CHARS: Final = 128
+
+TRIGGERS: Final = frozenset({"root_end", "turn_end", "inactivity", "evicted"})
+EVAL_STATUSES: Final = frozenset({"ok", "failed"})
+JUDGE_OUTCOMES: Final = frozenset({"ok", "error", "cached"})
+DIRECTIONS: Final = frozenset({"input", "output"})
+WINDOWS: Final = frozenset({"hour", "day"})
+VERDICTS: Final = frozenset({"ACCEPTED", "REJECTED"})
+
+#: Evaluation latency (span end -> score emitted): seconds to tens of minutes (judge queues).
+LATENCY_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+#: One judge call: tens of milliseconds (cached/local) to a minute (slow remote models).
+JUDGE_LATENCY_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
+
+
+class LabelLimiter:
+    """Bounds the values of free-form labels (service, span name, model, reasons).
+
+    For each label: a value not on the label's allow-list (when one is configured) becomes
+    ``"other"``; otherwise the first ``max_values`` distinct values are kept and every later new
+    value becomes ``"other"``. A label missing from ``enabled`` always yields ``""`` (the
+    dimension is switched off). Thread-safe.
+
+    Example:
+        >>> lim = LabelLimiter(["service"], max_values=1)
+        >>> lim("service", "a"), lim("service", "b"), lim("service", "a"), lim("model", "x")
+        ('a', 'other', 'a', '')
+    """
+
+    def __init__(
+        self,
+        enabled: Iterable[str] | None = None,
+        max_values: int = 200,
+        allowed_values: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        if max_values < 1:
+            raise ValueError(f"max_label_values must be >= 1, got {max_values}")
+        self.enabled: frozenset[str] | None = None if enabled is None else frozenset(enabled)
+        self.max_values = max_values
+        self.allowed = {k: frozenset(v) for k, v in (allowed_values or {}).items()}
+        self._seen: dict[str, set[str]] = {}
+        self._overflowed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, label: str, value: str | None) -> str:
+        if self.enabled is not None and label not in self.enabled:
+            return DISABLED
+        v = UNKNOWN if value is None or value == "" else str(value)[:MAX_LABEL_CHARS]
+        allowed = self.allowed.get(label)
+        if allowed is not None and v not in allowed and v != UNKNOWN:
+            return OTHER
+        with self._lock:
+            seen = self._seen.setdefault(label, set())
+            if v in seen:
+                return v
+            if len(seen) < self.max_values:
+                seen.add(v)
+                return v
+            if label not in self._overflowed:
+                self._overflowed.add(label)
+                log.warning(
+                    "label %r reached its cap of %d distinct values; new values are reported as %r",
+                    label,
+                    self.max_values,
+                    OTHER,
+                )
+        return OTHER
+
+    def distinct(self, label: str) -> int:
+        """How many distinct values of ``label`` are currently kept (``"other"`` excluded)."""
+        with self._lock:
+            return len(self._seen.get(label, ()))
+
+
+def _enum(value: str, allowed: frozenset[str]) -> str:
+    return value if value in allowed else OTHER
+
+
+class EvaluatorMetrics:
+    """Creates and updates every evaluator metric in one registry.
+
+    Args:
+        registry: where the metrics live; ``None`` creates a private ``CollectorRegistry`` (never
+            the global default one, so two instances never collide). Pass
+            ``prometheus_client.REGISTRY`` to also expose process metrics with the default one.
+        label_allowlist: which of ``service``/``span_name``/``model`` are populated (others are
+            ``""``); ``None`` = all three.
+        max_label_values: cap of distinct values per bounded label (beyond: ``"other"``).
+        label_values: optional per-label value allow-lists (e.g. ``{"model": ["gpt-4o"]}``).
+        exemplars: attach trace-id exemplars to the score and latency histograms.
+
+    Example:
+        >>> m = EvaluatorMetrics()
+        >>> m.trace_assembled("root_end")
+        >>> m.registry.get_sample_value("nexagauge_traces_assembled_total", {"trigger": "root_end"})
+        1.0
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        label_allowlist: Iterable[str] | None = None,
+        max_label_values: int = 200,
+        label_values: Mapping[str, Iterable[str]] | None = None,
+        max_reason_values: int = 64,
+        exemplars: bool = True,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.limiter = LabelLimiter(label_allowlist, max_label_values, label_values)
+        # Judge and reason labels: bounded separately so a burst of odd reasons cannot starve
+        # the service/span_name/model budget.
+        self._reasons = LabelLimiter(None, max_reason_values)
+        self.exemplars = exemplars
+        r = self.registry
+        dims = list(DIMENSIONS)
+
+        # scores
+        self.score = Histogram(
+            N.SCORE,
+            "Metric score in [0, 1] of evaluated spans.",
+            ["metric", *dims],
+            buckets=N.SCORE_BUCKETS,
+            registry=r,
+        )
+        self.claims = Counter(
+            N.CLAIMS, "Judged claims by verdict.", ["metric", "verdict", *dims], registry=r
+        )
+        # pipeline
+        self.spans = Counter(N.SPANS_CONSUMED, "Spans decoded from Kafka.", ["topic"], registry=r)
+        self.messages = Counter(
+            N.MESSAGES_CONSUMED, "Kafka messages consumed.", ["topic"], registry=r
+        )
+        self.assembled = Counter(
+            N.TRACES_ASSEMBLED,
+            "Traces completed in the buffer, by trigger.",
+            ["trigger"],
+            registry=r,
+        )
+        self.sampled = Counter(
+            N.TRACES_SAMPLED, "Traces selected for evaluation, by rule.", ["rule"], registry=r
+        )
+        self.not_sampled = Counter(N.TRACES_NOT_SAMPLED, "Traces not sampled.", registry=r)
+        self.evaluations = Counter(
+            N.EVALUATIONS, "Evaluated spans by status.", ["status", *dims], registry=r
+        )
+        self.skipped = Counter(
+            N.SKIPPED, "Evaluations or metrics skipped, by reason.", ["reason"], registry=r
+        )
+        self.latency = Histogram(
+            N.EVALUATION_LATENCY,
+            "Seconds from the evaluated span's end to its scores being emitted.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.late = Counter(N.LATE_SPANS, "Spans of already evaluated traces.", registry=r)
+        self.evicted = Counter(
+            N.EVICTED, "Traces evicted from the buffer before completion.", ["reason"], registry=r
+        )
+        self.buffer_traces = Gauge(N.BUFFER_TRACES, "Traces in the assembly buffer.", registry=r)
+        self.buffer_spans = Gauge(N.BUFFER_SPANS, "Spans in the assembly buffer.", registry=r)
+        self.lag = Gauge(
+            N.CONSUMER_LAG,
+            "Consumer lag (messages) per partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.dlq = Counter(N.DLQ, "Messages sent to the dead-letter topic.", ["reason"], registry=r)
+        self.in_flight = Gauge(N.IN_FLIGHT, "Evaluations running now.", registry=r)
+        self.paused = Gauge(N.PAUSED_PARTITIONS, "Partitions paused for backpressure.", registry=r)
+        self.last_evaluation = Gauge(
+            N.LAST_EVALUATION, "Unix time of the last emitted evaluation.", registry=r
+        )
+        self.duplicates = Counter(
+            N.DUPLICATE_EVALUATIONS,
+            "Redelivered evaluations whose scores were not counted again.",
+            registry=r,
+        )
+        # judge
+        self.judge_calls = Counter(
+            N.JUDGE_CALLS, "Judge calls by outcome.", ["node", "model", "outcome"], registry=r
+        )
+        self.judge_tokens = Counter(
+            N.JUDGE_TOKENS, "Judge tokens.", ["node", "model", "direction"], registry=r
+        )
+        self.judge_cost = Counter(
+            N.JUDGE_COST, "Judge spend in USD.", ["node", "model"], registry=r
+        )
+        self.judge_latency = Histogram(
+            N.JUDGE_LATENCY,
+            "Seconds per judge call.",
+            ["node", "model"],
+            buckets=JUDGE_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.budget_remaining = Gauge(
+            N.BUDGET_REMAINING, "Judge budget left in the window (USD).", ["window"], registry=r
+        )
+        self.budget_exhausted = Gauge(
+            N.BUDGET_EXHAUSTED,
+            "1 while the judge budget of the window is spent.",
+            ["window"],
+            registry=r,
+        )
+
+    @classmethod
+    def from_settings(
+        cls, emit: object, registry: CollectorRegistry | None = None
+    ) -> EvaluatorMetrics:
+        """Build from an ``EmitSettings`` (label allow-list, cap, value allow-lists, exemplars).
+
+        Example:
+            >>> from nexagauge.settings import EmitSettings
+            >>> EvaluatorMetrics.from_settings(EmitSettings(max_label_values=5)).limiter.max_values
+            5
+        """
+        return cls(
+            registry,
+            label_allowlist=getattr(emit, "label_allowlist", None),
+            max_label_values=getattr(emit, "max_label_values", 200),
+            label_values=getattr(emit, "label_values", None),
+            exemplars=getattr(emit, "exemplars", True),
+        )
+
+    # -- bounded labels ---------------------------------------------------------------------
+    def labels_for(
+        self, service: str | None, span_name: str | None, model: str | None
+    ) -> dict[str, str]:
+        """The bounded ``service``/``span_name``/``model`` label values for one evaluated span."""
+        return {
+            "service": self.limiter("service", service),
+            "span_name": self.limiter("span_name", span_name),
+            "model": self.limiter("model", model),
+        }
+
+    def _reason(self, reason: str) -> str:
+        return self._reasons("reason", reason)
+
+    def _model(self, model: str | None) -> str:
+        # Judge models come from configuration (few), but are still capped: their own budget, and
+        # never switched off by the application-model allow-list.
+        return self._reasons("judge_model", model)
+
+    # -- consumer / pipeline helpers (called by nexagauge/online) -----------------------------
+    def spans_consumed(self, topic: str, n: int = 1) -> None:
+        """Count ``n`` spans decoded from ``topic``."""
+        self.spans.labels(topic=topic).inc(n)
+
+    def messages_consumed(self, topic: str, n: int = 1) -> None:
+        """Count ``n`` Kafka messages consumed from ``topic``."""
+        self.messages.labels(topic=topic).inc(n)
+
+    def trace_assembled(self, trigger: str, n: int = 1) -> None:
+        """Count a trace completed by ``trigger`` (``root_end|turn_end|inactivity|evicted``)."""
+        self.assembled.labels(trigger=_enum(trigger, TRIGGERS)).inc(n)
+
+    def trace_sampled(self, rule: str, n: int = 1) -> None:
+        """Count a trace selected by the sampling rule named ``rule``."""
+        self.sampled.labels(rule=self._reasons("rule", rule)).inc(n)
+
+    def trace_not_sampled(self, n: int = 1) -> None:
+        """Count a trace the sampler did not select."""
+        self.not_sampled.inc(n)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        """Count work skipped for ``reason`` (``rate_limit``, ``budget``, ``no_case``, ...)."""
+        self.skipped.labels(reason=self._reason(reason)).inc(n)
+
+    def late_spans(self, n: int = 1) -> None:
+        """Count spans that arrived after their trace was evaluated (not re-scored)."""
+        self.late.inc(n)
+
+    def trace_evicted(self, reason: str, n: int = 1) -> None:
+        """Count traces evicted from the buffer (``max_traces`` or ``max_spans``)."""
+        self.evicted.labels(reason=self._reason(reason)).inc(n)
+
+    def set_buffer(self, traces: int, spans: int) -> None:
+        """Set the current assembly-buffer size."""
+        self.buffer_traces.set(traces)
+        self.buffer_spans.set(spans)
+
+    def set_consumer_lag(self, topic: str, partition: int, lag: int) -> None:
+        """Set the lag of one assigned partition (high watermark - position)."""
+        self.lag.labels(topic=topic, partition=str(partition)).set(lag)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """Drop the lag series of a revoked partition (so it does not stay frozen)."""
+        with contextlib.suppress(KeyError):
+            self.lag.remove(topic, str(partition))
+
+    def dead_lettered(self, reason: str, n: int = 1) -> None:
+        """Count messages sent to the dead-letter topic for ``reason``."""
+        self.dlq.labels(reason=self._reason(reason)).inc(n)
+
+    def set_in_flight(self, n: int) -> None:
+        """Set how many evaluations run now."""
+        self.in_flight.set(n)
+
+    def set_paused_partitions(self, n: int) -> None:
+        """Set how many partitions are paused for backpressure."""
+        self.paused.set(n)
+
+    def judge_call(
+        self, node: str, model: str | None, outcome: str, latency_s: float | None = None
+    ) -> None:
+        """Count one judge call (``outcome``: ok|error|cached) and observe its latency.
+
+        Tokens and USD are recorded by the :class:`~nexagauge.emit.emitter.Emitter` from each
+        case's ``CostEstimate`` (once per evaluation, deduplicated); do not also report them here.
+        """
+        m, node = self._model(model), self._reasons("node", node)
+        self.judge_calls.labels(node=node, model=m, outcome=_enum(outcome, JUDGE_OUTCOMES)).inc()
+        if latency_s is not None and latency_s >= 0:
+            self.judge_latency.labels(node=node, model=m).observe(latency_s)
+
+    def set_budget(self, window: str, remaining_usd: float, exhausted: bool) -> None:
+        """Set the judge budget state of ``window`` (``hour`` or ``day``)."""
+        w = _enum(window, WINDOWS)
+        self.budget_remaining.labels(window=w).set(max(0.0, remaining_usd))
+        self.budget_exhausted.labels(window=w).set(1 if exhausted else 0)
+
+    # -- per-evaluation records (called by the Emitter only) ----------------------------------
+    def record_score(
+        self,
+        metric: str,
+        labels: Mapping[str, str],
+        score: float,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> None:
+        """Observe one score (clamped to [0, 1]) with an optional trace-id exemplar."""
+        s = min(1.0, max(0.0, float(score)))
+        self.score.labels(metric=metric, **labels).observe(s, self._exemplar(trace_id, span_id))
+
+    def record_claims(self, metric: str, labels: Mapping[str, str], verdict: str, n: int) -> None:
+        """Count ``n`` claims of ``metric`` with ``verdict`` (ACCEPTED|REJECTED)."""
+        if n > 0:
+            self.claims.labels(metric=metric, verdict=_enum(verdict, VERDICTS), **labels).inc(n)
+
+    def record_evaluation(
+        self,
+        status: str,
+        labels: Mapping[str, str],
+        latency_s: float | None,
+        when_s: float,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> None:
+        """Count one evaluated span, observe its latency and bump the last-evaluation time."""
+        self.evaluations.labels(status=_enum(status, EVAL_STATUSES), **labels).inc()
+        if latency_s is not None and latency_s >= 0:
+            self.latency.observe(latency_s, self._exemplar(trace_id, span_id))
+        self.last_evaluation.set(when_s)
+
+    def record_judge_usage(
+        self,
+        node: str,
+        model: str | None,
+        input_tokens: float,
+        output_tokens: float,
+        cost_usd: float,
+    ) -> None:
+        """Add one node's judge tokens and USD (from its ``CostEstimate``)."""
+        m, node = self._model(model), self._reasons("node", node)
+        if input_tokens > 0:
+            self.judge_tokens.labels(node=node, model=m, direction="input").inc(input_tokens)
+        if output_tokens > 0:
+            self.judge_tokens.labels(node=node, model=m, direction="output").inc(output_tokens)
+        if cost_usd > 0:
+            self.judge_cost.labels(node=node, model=m).inc(cost_usd)
+
+    def _exemplar(self, trace_id: str | None, span_id: str | None) -> dict[str, str] | None:
+        if not self.exemplars or not trace_id:
+            return None
+        ex = {"trace_id": trace_id}
+        if span_id:
+            ex["span_id"] = span_id
+        return ex
+
+    # -- exposition ---------------------------------------------------------------------------
+    def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
+        """Render the registry for a scraper; see :func:`exposition`."""
+        return exposition(self.registry, accept)
+
+
+def exposition(registry: CollectorRegistry, accept: str | None = None) -> tuple[bytes, str]:
+    """Render ``registry`` as (body, content type) for the scraper's ``Accept`` header.
+
+    ``application/openmetrics-text`` (what Prometheus sends when it wants exemplars) gets the
+    OpenMetrics format with exemplars; anything else gets the classic text format (which has no
+    exemplars).
+
+    Example:
+        >>> body, ctype = exposition(CollectorRegistry(), "application/openmetrics-text; version=1.0.0")
+        >>> ctype.split(";")[0], body.endswith(b"# EOF\\n")
+        ('application/openmetrics-text', True)
+    """
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type
