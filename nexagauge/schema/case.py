@@ -168,7 +168,10 @@ class RefalignConfig(_Block):
 
 
 class ConversationRelevanceConfig(JudgeKnobs):
+    """``conversation_relevance`` block (promptfoo/DeepEval conversation relevancy)."""
+
     window_size: StrictInt = Field(default=5, ge=1, le=50)
+    window_mode: Literal["per_turn", "sliding"] = "per_turn"
     threshold: StrictFloat = Field(default=0.5, ge=0.0, le=1.0)
     rubric_prompt: StrictStr | None = None
 

@@ -177,6 +177,10 @@ class GevalStepsMetrics(NodeMetrics):
     """Output of ``geval_steps``: resolved evaluation steps per GEval metric name."""
 
     steps: dict[str, list[str]] = Field(default_factory=dict)
+    #: how each metric's steps were resolved: "given", "generated" or "cached"
+    source: dict[str, str] = Field(default_factory=dict)
+    #: metrics whose steps could not be generated, with the reason
+    errors: dict[str, str] = Field(default_factory=dict)
 
 
 class GevalMetrics(NodeMetrics):
