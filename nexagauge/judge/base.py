@@ -132,6 +132,9 @@ class JudgeReply(Generic[T]):
     cost: CostEstimate = field(default_factory=CostEstimate)
     error: str | None = None
     info: CallInfo = field(default_factory=CallInfo)
+    #: content token log-probs when ``top_logprobs`` was requested and the endpoint returned them:
+    #: ``[{"token": str, "logprob": float, "top_logprobs": [{"token", "logprob"}, ...]}, ...]``
+    logprobs: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -174,11 +177,14 @@ class Judge(Protocol):
         node: str,
         untrusted: Sequence[str] = (),
         max_tokens: int | None = None,
+        top_logprobs: int | None = None,
     ) -> JudgeReply[T]:
         """Render prompt file ``prompt`` (e.g. ``"geval"``, latest version) with ``variables`` and
         return an instance of ``response_model``. Variables named in ``untrusted`` (evaluated
         text: outputs, inputs, contexts) are wrapped in nonce-tagged blocks so that text cannot
-        change the instructions or the response schema."""
+        change the instructions or the response schema. ``top_logprobs`` asks for token
+        log-probabilities (GEval's probability-weighted score); backends without them return
+        ``logprobs=None``."""
         ...
 
     async def aclose(self) -> None:
