@@ -89,6 +89,16 @@ GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 #: Error class when an evaluation (or the traced call) failed (OpenTelemetry general convention).
 ERROR_TYPE: Final = "error.type"
+#: OpenTelemetry exception event recorded on a span whose call raised.
+EXCEPTION_EVENT: Final = "exception"
+#: Exception event attribute: exception class.
+EXCEPTION_TYPE: Final = "exception.type"
+#: Exception event attribute: exception message (scrubbed).
+EXCEPTION_MESSAGE: Final = "exception.message"
+#: Exception event attribute: formatted traceback (scrubbed).
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+#: Exception event attribute: true when the exception left the span's scope.
+EXCEPTION_ESCAPED: Final = "exception.escaped"
 
 # == Section: (a) GenAI values: operation names, roles, part types
 #: ``gen_ai.operation.name`` value: chat completion.
@@ -129,6 +139,10 @@ PART_CONTENT: Final = "content"
 PART_TYPE_TEXT: Final = "text"
 #: Finish reason value written for a completed call.
 FINISH_REASON_STOP: Final = "stop"
+#: Finish reason value written when the traced call raised.
+FINISH_REASON_ERROR: Final = "error"
+#: Finish reason value (nexa-gauge) written when the consumer abandoned a stream early.
+FINISH_REASON_ABANDONED: Final = "abandoned"
 #: Retrieval document key: id.
 DOC_ID: Final = "id"
 #: Retrieval document key: relevance score.
