@@ -81,5 +81,7 @@ class RefinerNode(Node):
         run = ctx.runtime.settings.run
         chunks = ctx.get("chunk", ChunkList)
         if chunks is None:
-            chunks = await ctx.runtime.to_thread(chunk_output, ctx.case.output, run.chunk_max_tokens)
+            chunks = await ctx.runtime.to_thread(
+                chunk_output, ctx.case.output, run.chunk_max_tokens
+            )
         return await ctx.runtime.to_thread(refine, chunks, run.refiner_similarity)

@@ -72,7 +72,9 @@ def comparison_form(text: str) -> str:
 
 
 def _h64(s: str) -> int:
-    return int.from_bytes(hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=8).digest())
+    return int.from_bytes(
+        hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    )
 
 
 def sketch(normalized: str, k: int = SHINGLE, size: int = SKETCH) -> _Sketch:
@@ -136,7 +138,7 @@ def find_duplicates(
         for j, other in kept[-window:]:
             small, large = sorted((len(sk.hashes), len(other.hashes)))
             if not sk.truncated and not other.truncated and small < threshold * large:
-                continue  # |A∩B|/|A∪B| <= min/max < threshold
+                continue  # |A and B| / |A or B| <= min / max < threshold
             sim = jaccard(sk, other)
             if sim >= threshold and sim > best_sim:
                 best_j, best_sim = j, sim

@@ -45,8 +45,44 @@ _SENTENCE_END = re.compile(
     r"(?P<ws>\s*)"
 )
 _ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e cf fig no nos inc ltd co corp approx dept est "
-    "al jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "cf",
+        "fig",
+        "no",
+        "nos",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "approx",
+        "dept",
+        "est",
+        "al",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 _CJK = re.compile(
     r"[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"

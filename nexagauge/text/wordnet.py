@@ -121,7 +121,10 @@ class LockedWordNet:
     def synonyms(self, word: str) -> set[str]:
         """Single-word lemma names of every synset of ``word`` (what METEOR matches on)."""
         return {
-            lemma.name() for s in self.synsets(word) for lemma in s.lemmas() if "_" not in lemma.name()
+            lemma.name()
+            for s in self.synsets(word)
+            for lemma in s.lemmas()
+            if "_" not in lemma.name()
         }
 
 
@@ -163,11 +166,11 @@ def _system_reader(root: Path) -> Any:
 
     has_lexnames = (root / "lexnames").is_file()
 
-    class SystemWordNetReader(WordNetCorpusReader):  # type: ignore[misc]
+    class SystemWordNetReader(WordNetCorpusReader):
         def open(self, file: str) -> IO[str]:
             if file == "lexnames" and not has_lexnames:
                 return io.StringIO(lexnames_text())
-            return super().open(file)  # type: ignore[no-any-return]
+            return super().open(file)
 
         def map_wn(self, version: str = "wordnet") -> Any:
             return None  # only used to map NLTK's multilingual (OMW) data; not needed here
