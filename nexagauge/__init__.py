@@ -1,1 +1,86 @@
-"""nexa-gauge."""
+"""nexa-gauge: evaluate LLM apps in production from their OpenTelemetry traces.
+
+The SDK (what an app imports) is light: ``import nexagauge`` loads only the standard library and
+OpenTelemetry. Evaluator symbols (``EvalCase``, ``Settings``...) are loaded lazily on first access
+through the module ``__getattr__`` below, so apps never pay for pydantic, aiokafka or openai.
+
+Example::
+
+    import nexagauge
+
+    nexagauge.configure(service_name="chat-api")
+
+    @nexagauge.trace
+    def answer(question: str) -> str: ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from nexagauge.sdk import (
+    SDK_VERSION,
+    ScrubRule,
+    add_context,
+    configure,
+    current_session,
+    force_flush,
+    mark_turn_end,
+    normalize_documents,
+    retriever,
+    session,
+    set_eval_knobs,
+    shutdown,
+    trace,
+)
+
+__version__ = SDK_VERSION
+
+# ------------------------------------------------------------------------------------------------
+# LAZY EVALUATOR EXPORTS (hook for the evaluator side; add entries here, never eager imports).
+# name -> "module:attribute"; resolved on first attribute access and cached in the module globals.
+_LAZY: dict[str, str] = {
+    "EvalCase": "nexagauge.schema.case:EvalCase",
+    "parse_record": "nexagauge.schema.case:parse_record",
+    "Settings": "nexagauge.settings:Settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'nexagauge' has no attribute {name!r}")
+    module_name, _, attr = target.partition(":")
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # static type checkers see the lazy names
+    from nexagauge.schema.case import EvalCase, parse_record
+    from nexagauge.settings import Settings
+# ------------------------------------------------------------------------------------------------
+
+__all__ = [
+    "EvalCase",
+    "ScrubRule",
+    "Settings",
+    "__version__",
+    "add_context",
+    "configure",
+    "current_session",
+    "force_flush",
+    "mark_turn_end",
+    "normalize_documents",
+    "parse_record",
+    "retriever",
+    "session",
+    "set_eval_knobs",
+    "shutdown",
+    "trace",
+]

@@ -1,1 +1,38 @@
-"""sdk."""
+"""The nexa-gauge SDK: instrument an LLM app so the online evaluator can score it from its traces.
+
+Public API (re-exported by ``nexagauge``): :func:`configure`, :func:`trace`, :func:`retriever`,
+:func:`add_context`, :class:`session`, :func:`set_eval_knobs`, :func:`mark_turn_end`,
+:func:`force_flush`, :func:`shutdown`. Attribute names: :mod:`nexagauge.sdk.conventions`.
+"""
+
+from __future__ import annotations
+
+from nexagauge.sdk._version import SDK_VERSION
+from nexagauge.sdk.config import configure, force_flush, shutdown
+from nexagauge.sdk.scrubbing import ScrubRule
+from nexagauge.sdk.tracing import (
+    add_context,
+    current_session,
+    mark_turn_end,
+    normalize_documents,
+    retriever,
+    session,
+    set_eval_knobs,
+    trace,
+)
+
+__all__ = [
+    "SDK_VERSION",
+    "ScrubRule",
+    "add_context",
+    "configure",
+    "current_session",
+    "force_flush",
+    "mark_turn_end",
+    "normalize_documents",
+    "retriever",
+    "session",
+    "set_eval_knobs",
+    "shutdown",
+    "trace",
+]
