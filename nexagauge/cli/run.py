@@ -1,0 +1,433 @@
+"""``nexagauge run <node> --input PATH``: evaluate a dataset offline and write reports.
+
+Writes, under ``--output-dir`` (default ``./nexagauge-out``):
+
+- ``cases/<case_id>.json``: the ``report`` node's CaseReport plus ``index``, ``line`` and
+  ``outcomes`` (per node: status, skip/error reason, cached flag, elapsed seconds);
+- ``summary.json`` / ``summary.csv``: per metric count, mean, median, min, max, pass rate, errors,
+  skipped; per node status counts and skip reasons; totals and ``--fail-under`` checks;
+- ``errors.jsonl``: one line per bad record (index, line, reason) and per node error.
+
+Exit status: 0 when every record ran without node errors; 1 when a record failed or a node errored;
+3 when only a ``--fail-under`` bound was breached; 2 for usage errors.
+
+Example:
+    nexagauge run refmatch --input nexagauge/data/sample.jsonl --output-dir out/refmatch
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from nexagauge.cli._output import (
+    SummaryBuilder,
+    fmt,
+    format_table,
+    safe_filename,
+    summary_csv,
+    write_json,
+)
+from nexagauge.cli._progress import Progress
+from nexagauge.cli.main import (
+    EXIT_FAIL_UNDER,
+    EXIT_FAILURES,
+    EXIT_OK,
+    CliError,
+    load_cli_settings,
+    parse_pairs,
+)
+
+DEFAULT_OUTPUT_DIR = "nexagauge-out"
+
+
+def add_common_input_args(p: argparse.ArgumentParser) -> None:
+    """``--input/--format/--limit/--field/--config``, shared by ``run`` and ``estimate``."""
+    p.add_argument("target", metavar="NODE", help="target node (see `nexagauge nodes`), e.g. eval")
+    p.add_argument("--input", "-i", required=True, metavar="PATH", help="JSON, JSONL or CSV file")
+    p.add_argument(
+        "--format",
+        choices=("json", "jsonl", "csv", "tsv"),
+        help="input format (default: by extension)",
+    )
+    p.add_argument("--limit", "-n", type=int, metavar="N", help="evaluate only the first N records")
+    p.add_argument(
+        "--field",
+        action="append",
+        metavar="LOGICAL=COLUMN",
+        help="read a field from a custom column, e.g. --field output=model_answer (repeatable)",
+    )
+    p.add_argument(
+        "--only", metavar="N1,N2", help="with target eval/report: only these metric nodes"
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML settings file (default ./nexagauge.toml)")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="evaluate a dataset and write per-case reports and a summary",
+        description="Evaluate a dataset offline: per-case JSON reports, a per-metric summary "
+        "(JSON and CSV), errors.jsonl, and a table on the terminal.",
+    )
+    add_common_input_args(p)
+    p.add_argument(
+        "--output-dir", "-o", default=DEFAULT_OUTPUT_DIR, metavar="DIR", help="where reports go"
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the node cache")
+    p.add_argument("--concurrency", "-c", type=int, metavar="N", help="cases evaluated at once")
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        metavar="METRIC=BOUND",
+        help="exit 3 when the metric's mean is below BOUND (repeatable), e.g. rougeL=0.4",
+    )
+    prog = p.add_mutually_exclusive_group()
+    prog.add_argument("--progress", dest="progress", action="store_true", default=None)
+    prog.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("--json", action="store_true", help="print summary.json to stdout, no table")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
+
+
+def parse_field_map(items: list[str] | None) -> dict[str, str]:
+    from nexagauge.schema.case import FIELD_ALIASES, KNOB_BLOCKS
+
+    fm = parse_pairs(items, "--field")
+    bad = sorted(set(fm) - set(FIELD_ALIASES) - set(KNOB_BLOCKS))
+    if bad:
+        known = ", ".join([*FIELD_ALIASES, *KNOB_BLOCKS])
+        raise CliError(f"--field names unknown fields {bad}; known: {known}")
+    return fm
+
+
+def parse_bounds(items: list[str] | None) -> dict[str, float]:
+    out = {}
+    for k, v in parse_pairs(items, "--fail-under").items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise CliError(f"--fail-under {k}: {v!r} is not a number") from None
+    return out
+
+
+def parse_only(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise CliError("--only needs at least one node name")
+    return names
+
+
+def open_reader(args: argparse.Namespace, field_map: dict[str, str]) -> Any:
+    from nexagauge.io.readers import ReaderError, RecordReader
+
+    try:
+        return RecordReader(args.input, args.format, limit=args.limit, field_map=field_map)
+    except ReaderError as e:
+        raise CliError(str(e)) from None
+
+
+def make_plan(args: argparse.Namespace) -> Any:
+    from nexagauge.graph.planner import PlanError, plan
+
+    try:
+        return plan(args.target, only=parse_only(args.only))
+    except PlanError as e:
+        raise CliError(str(e)) from None
+
+
+def make_executor(rt: Any, plan_: Any, concurrency: int | None, field_map: dict[str, str]) -> Any:
+    from nexagauge.graph.executor import Executor
+
+    try:
+        return Executor(rt, plan_, max_in_flight=concurrency, field_map=field_map)
+    except ImportError as e:
+        raise CliError(
+            f"a node of this plan ({', '.join(plan_.nodes)}) is not available in this build: {e}"
+        ) from None
+
+
+@dataclass
+class _Sink:
+    """Writes case reports and errors as results stream in."""
+
+    out: Path
+    errors: TextIO
+    used_names: set[str] = field(default_factory=set)
+    files: int = 0
+
+    def case(self, res: Any, line: int | None, target: str) -> None:
+        report = res.report
+        ok_report = res.outcomes.get("report")
+        if ok_report is not None and ok_report.status == "ok" and report is not None:
+            doc: dict[str, Any] = report.model_dump(mode="json")
+        else:
+            doc = {"case_id": res.case_id, "target": target}
+        doc["index"] = res.index
+        doc["line"] = line
+        doc["outcomes"] = {
+            name: {
+                "status": o.status,
+                "reason": o.reason,
+                "cached": o.cached,
+                "elapsed_s": round(o.elapsed_s, 6),
+                **(
+                    {"original_cost": o.original_cost.model_dump()}
+                    if o.original_cost is not None
+                    else {}
+                ),
+            }
+            for name, o in res.outcomes.items()
+        }
+        name = safe_filename(str(res.case_id), res.index, self.used_names)
+        doc["file"] = f"cases/{name}.json"
+        write_json(self.out / "cases" / f"{name}.json", doc)
+        self.files += 1
+        for node, o in res.outcomes.items():
+            if o.status == "error":
+                self.error(
+                    {
+                        "kind": "node",
+                        "index": res.index,
+                        "line": line,
+                        "case_id": res.case_id,
+                        "node": node,
+                        "reason": o.reason,
+                    }
+                )
+
+    def record_error(self, res: Any, line: int | None) -> None:
+        self.error(
+            {
+                "kind": "record",
+                "index": res.index,
+                "line": line,
+                "case_id": res.case_id,
+                "field": res.error_field,
+                "reason": res.error,
+            }
+        )
+
+    def error(self, obj: dict[str, Any]) -> None:
+        self.errors.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.errors.flush()
+
+
+def _prepare_output(out: Path) -> None:
+    try:
+        (out / "cases").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CliError(f"cannot create output directory {str(out)!r}: {e}") from None
+    # stale reports of a previous run in the same directory would mix with this run's
+    for old in (out / "cases").glob("*.json"):
+        old.unlink()
+
+
+def check_bounds(rows: list[dict[str, Any]], bounds: dict[str, float]) -> list[dict[str, Any]]:
+    """Evaluate ``--fail-under`` bounds against the summary rows (metric, node.metric or name)."""
+    checks = []
+    for key, bound in bounds.items():
+        matches = [
+            r
+            for r in rows
+            if key in (r["metric"], f"{r['node']}.{r['metric'].rsplit('.', 1)[-1]}")
+            or key == r["metric"].rsplit(".", 1)[-1]
+        ]
+        if not matches:
+            checks.append(
+                {
+                    "metric": key,
+                    "bound": bound,
+                    "mean": None,
+                    "ok": False,
+                    "why": "metric not in results",
+                }
+            )
+            continue
+        for r in matches:
+            mean = r["mean"]
+            if mean is None:
+                checks.append(
+                    {
+                        "metric": r["metric"],
+                        "bound": bound,
+                        "mean": None,
+                        "ok": False,
+                        "why": "no scores",
+                    }
+                )
+            else:
+                checks.append(
+                    {
+                        "metric": r["metric"],
+                        "bound": bound,
+                        "mean": mean,
+                        "ok": mean >= bound,
+                        "why": None if mean >= bound else f"mean {mean:.4f} < {bound}",
+                    }
+                )
+    return checks
+
+
+def run(args: argparse.Namespace) -> int:
+    field_map = parse_field_map(args.field)
+    bounds = parse_bounds(args.fail_under)
+    if args.concurrency is not None and args.concurrency < 1:
+        raise CliError("--concurrency must be >= 1")
+    settings = load_cli_settings(args, max_cases_in_flight=args.concurrency)
+    plan_ = make_plan(args)
+    reader = open_reader(args, field_map)
+    return asyncio.run(_run(args, settings, plan_, reader, field_map, bounds))
+
+
+async def _run(
+    args: argparse.Namespace,
+    settings: Any,
+    plan_: Any,
+    reader: Any,
+    field_map: dict[str, str],
+    bounds: dict[str, float],
+) -> int:
+    from nexagauge.graph.runtime import NO_JUDGE, Runtime
+    from nexagauge.io.readers import ReaderError
+
+    rt = Runtime.create(settings, use_cache=False if args.no_cache else None)
+    try:
+        ex = make_executor(rt, plan_, args.concurrency, field_map)
+        out = Path(args.output_dir)
+        _prepare_output(out)
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        summary = SummaryBuilder(target=plan_.target, metric_nodes=plan_.metric_nodes)
+        show = args.progress if args.progress is not None else sys.stderr.isatty()
+        progress = Progress(
+            sys.stderr,
+            total=args.limit,
+            fraction=(lambda: reader.bytes_read / reader.size) if reader.size else None,
+            enabled=bool(show) and not args.json,
+        )
+        input_error: str | None = None
+        with (out / "errors.jsonl").open("w", encoding="utf-8") as errors:
+            sink = _Sink(out, errors)
+            try:
+                async for res in ex.run_records(reader):
+                    line = reader.pop_line(res.index)
+                    if res.ok:
+                        sink.case(res, line, plan_.target)
+                    else:
+                        sink.record_error(res, line)
+                    summary.add(res)
+                    progress.update(summary.records, summary.failed_records)
+            except ReaderError as e:
+                input_error = str(e)
+                sink.error({"kind": "input", "reason": input_error})
+            finally:
+                progress.close()
+        duration = time.perf_counter() - t0
+        rows = summary.metric_rows()
+        checks = check_bounds(rows, bounds)
+        breached = [c for c in checks if not c["ok"]]
+        failures = summary.failed_records + summary.node_errors + summary.metric_errors
+        if failures or input_error:
+            status = EXIT_FAILURES
+        elif breached:
+            status = EXIT_FAIL_UNDER
+        else:
+            status = EXIT_OK
+        cache = rt.cache
+        doc = {
+            "target": plan_.target,
+            "nodes_planned": list(plan_.nodes),
+            "input": str(args.input),
+            "output_dir": str(out),
+            "started_at": started.isoformat(),
+            "duration_s": round(duration, 3),
+            "judge": rt.judge_kind,
+            "records": summary.records,
+            "cases": summary.cases,
+            "failed_records": summary.failed_records,
+            "node_errors": summary.node_errors,
+            "metric_errors": summary.metric_errors,
+            "input_error": input_error,
+            "cost": summary.cost.model_dump(),
+            "cache": None
+            if cache is None
+            else {"dir": str(cache.root), "hits": cache.hits, "misses": cache.misses},
+            "metrics": rows,
+            "nodes": summary.node_rows(),
+            "fail_under": checks,
+            "exit_status": status,
+        }
+        write_json(out / "summary.json", doc)
+        (out / "summary.csv").write_text(summary_csv(rows), encoding="utf-8")
+    finally:
+        await rt.aclose()
+
+    line = (
+        f"{summary.cases} cases, {summary.failed_records} failed records, "
+        f"{summary.node_errors} node errors, {summary.metric_errors} metric errors, "
+        f"cost ${summary.cost.cost:.4f}, {duration:.1f}s -> {out}"
+    )
+    if args.json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(line, file=sys.stderr)
+    else:
+        if not args.quiet:
+            _print_table(rows, summary, rt.judge_kind, NO_JUDGE)
+        print(line)
+    if input_error:
+        print(f"nexagauge: input error: {input_error}", file=sys.stderr)
+    if summary.failed_records:
+        print(
+            f"nexagauge: {summary.failed_records} record(s) could not be evaluated; "
+            f"see {out / 'errors.jsonl'}",
+            file=sys.stderr,
+        )
+    for c in breached:
+        print(f"FAIL --fail-under {c['metric']}={c['bound']}: {c['why']}", file=sys.stderr)
+    return status
+
+
+def _print_table(
+    rows: list[dict[str, Any]], summary: SummaryBuilder, judge: Any, no_judge: str
+) -> None:
+    table = format_table(
+        ["metric", "node", "n", "mean", "median", "pass", "errors", "skipped"],
+        [
+            [
+                r["metric"],
+                r["node"],
+                r["count"],
+                fmt(r["mean"]),
+                fmt(r["median"]),
+                "-" if r["pass_rate"] is None else f"{100 * r['pass_rate']:.0f}%",
+                r["errors"],
+                r["skipped"],
+            ]
+            for r in rows
+        ],
+    )
+    print(table)
+    notes = []
+    for node in summary.metric_nodes:
+        acc = summary.nodes.get(node)
+        if acc is None or not acc.reasons:
+            continue
+        top = "; ".join(f"{why} ({n})" for why, n in acc.reasons.most_common(3))
+        notes.append(f"  {node}: {top}")
+    if notes:
+        print("skipped/errored:")
+        print("\n".join(notes))
+    if judge is None and any(no_judge in (acc.reasons or {}) for acc in summary.nodes.values()):
+        print(
+            "  (judge nodes need a judge: set NEXAGAUGE_JUDGE_BASE_URL / OPENAI_API_KEY, "
+            "or install the [embeddings] extra for the local judge)"
+        )
