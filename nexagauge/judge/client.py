@@ -1,0 +1,574 @@
+"""The LLM judge: any OpenAI-compatible chat endpoint through ``openai.AsyncOpenAI``.
+
+What it guarantees to the nodes:
+
+- **Structured answers.** ``response_format`` ``json_schema`` (strict) generated from the pydantic
+  response model; an endpoint that rejects JSON schemas is remembered and served in JSON mode
+  (``json_object`` + the schema in the system message + validation). Invalid output gets one
+  corrective re-ask, then the call returns an explicit ``error`` (no guessing, no padding).
+- **Transient failures retried.** 429, 408/409, 5xx, timeouts and connection errors retry with
+  exponential backoff and jitter, honouring ``Retry-After``/``retry-after-ms``; openai's own
+  retries are disabled so these are the only ones. Other 4xx fail immediately.
+- **Limits.** One process-wide concurrency limit and a requests/tokens-per-minute limiter.
+- **Cost.** Token usage from the response (counted offline if the endpoint omits it), priced by
+  :class:`~nexagauge.judge.pricing.PriceTable`.
+- **Cache.** Valid answers are stored on disk by content hash of (endpoint, model, temperature,
+  seed, prompt id + version, messages, schema); a hit costs nothing and reports ``cached=True``.
+
+Per-node settings (``judge.nodes.<node>``) override the global endpoint, key, model, temperature,
+seed and timeout (:meth:`JudgeSettings.for_node`).
+
+Example:
+    >>> from nexagauge.settings import JudgeSettings
+    >>> j = LLMJudge(JudgeSettings(base_url="http://127.0.0.1:9/v1", api_key="k"))
+    >>> (j.kind, j.model, j.supports_llm_tasks)
+    ('llm', 'gpt-4o-mini', True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+
+from nexagauge.judge.base import (
+    CallInfo,
+    ClaimExtraction,
+    ClaimJudgement,
+    ClaimTask,
+    ExtractedClaim,
+    JudgeKind,
+    JudgeReply,
+)
+from nexagauge.judge.claimtext import anchoring_confidence
+from nexagauge.judge.jsonschema import parse_json_object, strict_schema
+from nexagauge.judge.limits import RateLimiter
+from nexagauge.judge.pricing import PriceTable
+from nexagauge.judge.promptlib import Prompt, load_prompt, load_prompt_file
+from nexagauge.judge.tasks import TaskCall, claims_call, judge_call, to_raw_verdict
+from nexagauge.judge.tokens import count_message_tokens, count_tokens
+from nexagauge.schema.case import GroundingConfig, RelevanceConfig
+from nexagauge.schema.results import Chunk, Claim, CostEstimate
+from nexagauge.settings import JudgeSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
+
+#: bump when the cached entry layout or the meaning of a cached answer changes
+CACHE_FORMAT = 1
+CACHE_NAMESPACE = "judge"
+_RETRY_STATUS = {408, 409, 425, 429}
+_SCHEMA_HINTS = ("response_format", "json_schema", "schema", "strict")
+#: when no Retry-After is given we still never wait longer than this per attempt
+_MAX_RETRY_AFTER_S = 300.0
+
+
+@dataclass
+class JudgeStats:
+    """Counters of one judge instance (benchmarks and reports read them)."""
+
+    requests: int = 0  # HTTP requests sent (retries and re-asks included)
+    cache_hits: int = 0
+    retries: int = 0
+    reasks: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    by_node: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Outcome:
+    value: BaseModel | None
+    cost: CostEstimate
+    error: str | None
+    info: CallInfo
+    logprobs: list[dict[str, Any]] | None = None
+
+
+class _CallFailed(Exception):
+    """A transport-level failure after retries (message is the user-facing error)."""
+
+    def __init__(self, message: str, calls: int) -> None:
+        super().__init__(message)
+        self.calls = calls
+
+
+@dataclass
+class _Answer:
+    content: str | None
+    cost: CostEstimate
+    sent: int
+    logprobs: list[dict[str, Any]] | None
+
+
+class LLMJudge:
+    """Judge backend over an OpenAI-compatible endpoint (see module docstring)."""
+
+    kind: JudgeKind = "llm"
+    supports_llm_tasks: bool = True
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        *,
+        cache_dir: str | Path | None = None,
+        price_table: PriceTable | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.prices = price_table or PriceTable.load(settings.price_table)
+        self.stats = JudgeStats()
+        self._sleep = sleep
+        self._clients: dict[tuple[str | None, str | None, float], openai.AsyncOpenAI] = {}
+        self._no_schema: dict[str, bool] = {}
+        self._no_logprobs: dict[str, bool] = {}
+        self._sem: asyncio.Semaphore | None = None
+        self._limiter = RateLimiter(settings.requests_per_minute, settings.tokens_per_minute)
+        self._store: Any = None
+        if cache_dir is not None:
+            from nexagauge.graph.cache import ContentStore
+
+            self._store = ContentStore(cache_dir, CACHE_NAMESPACE)
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    def model_for(self, node: str) -> str:
+        """The model a node's calls use (per-node overrides applied)."""
+        return self.settings.for_node(node).model
+
+    # ------------------------------------------------------------------ claim tasks
+    async def extract_claims(
+        self, chunks: Sequence[Chunk], *, node: str = "claims"
+    ) -> ClaimExtraction:
+        """Claims of every chunk in one call; confidence = anchoring of the claim in its chunk."""
+        if not chunks:
+            return ClaimExtraction(info=CallInfo(model=self.model_for(node)))
+        texts = [c.item.text for c in chunks]
+        call = claims_call(texts)
+        n = len(texts)
+
+        def check(data: Any) -> str | None:
+            got = data.get("chunks") if isinstance(data, dict) else None
+            if isinstance(got, list) and len(got) != n:
+                return f"expected {n} claim lists (one per chunk), got {len(got)}"
+            return None
+
+        out = await self._call(node, call.prompt, call.messages, call.model, call.schema, check)
+        if out.value is None:
+            return ClaimExtraction(cost=out.cost, error=out.error, info=out.info)
+        whole = "\n".join(texts)
+        claims: list[ExtractedClaim] = []
+        for i, lst in enumerate(out.value.chunks):  # type: ignore[attr-defined]
+            for text in lst:
+                t = " ".join(str(text).split())
+                if t:
+                    conf = anchoring_confidence(t, texts[i], whole)
+                    claims.append(ExtractedClaim(t, chunks[i].index, conf))
+        return ClaimExtraction(claims=claims, cost=out.cost, info=out.info)
+
+    async def judge_claims(
+        self,
+        task: ClaimTask,
+        claims: Sequence[Claim],
+        target: str,
+        knobs: RelevanceConfig | GroundingConfig,
+        *,
+        node: str,
+    ) -> ClaimJudgement:
+        """One verdict per claim in one call; a different count is an error (after one re-ask)."""
+        if not claims:
+            return ClaimJudgement(info=CallInfo(model=self.model_for(node)))
+        call: TaskCall = judge_call(task, [c.item.text for c in claims], target, knobs)
+        n = len(claims)
+
+        def check(data: Any) -> str | None:
+            got = data.get("verdicts") if isinstance(data, dict) else None
+            if isinstance(got, list) and len(got) != n:
+                return f"judge returned {len(got)} verdicts for {n} claims"
+            return None
+
+        out = await self._call(node, call.prompt, call.messages, call.model, call.schema, check)
+        if out.value is None:
+            return ClaimJudgement(cost=out.cost, error=out.error, info=out.info)
+        mode = knobs.scoring_mode
+        verdicts = [to_raw_verdict(task, mode, c) for c in out.value.verdicts]  # type: ignore[attr-defined]
+        reasoning = getattr(out.value, "reasoning", None) if knobs.include_reasoning else None
+        return ClaimJudgement(verdicts=verdicts, cost=out.cost, reasoning=reasoning, info=out.info)
+
+    # ------------------------------------------------------------------ generic
+    async def structured(
+        self,
+        prompt: str | Path | Prompt,
+        variables: Mapping[str, Any],
+        response_model: type[T],
+        *,
+        node: str,
+        untrusted: Sequence[str] = (),
+        max_tokens: int | None = None,
+        top_logprobs: int | None = None,
+        check: Callable[[Any], str | None] | None = None,
+    ) -> JudgeReply[T]:
+        """Render a prompt (name in ``judge/prompts``, a prompt file path, or a :class:`Prompt`)
+        and return a validated ``response_model`` instance, or an error.
+
+        ``check`` may reject semantically invalid JSON (it gets the parsed JSON, returns an error
+        text or ``None``); a rejection triggers the same single corrective re-ask.
+        ``top_logprobs`` asks for token log-probabilities of the answer (``reply.logprobs``;
+        ``None`` when the endpoint does not return them).
+
+        Example:
+            >>> # reply = await judge.structured("geval", {"output": out}, Score, node="geval",
+            >>> #                                untrusted=("output",))
+        """
+        if isinstance(prompt, Prompt):
+            p = prompt
+        elif isinstance(prompt, Path) or str(prompt).endswith(".toml"):
+            p = load_prompt_file(prompt)
+        else:
+            p = load_prompt(prompt)
+        messages = p.render(variables, untrusted=untrusted)
+        out = await self._call(
+            node,
+            p,
+            messages,
+            response_model,
+            strict_schema(response_model),
+            check,
+            max_tokens,
+            top_logprobs,
+        )
+        value = out.value if isinstance(out.value, response_model) else None
+        return JudgeReply(
+            value=value, cost=out.cost, error=out.error, info=out.info, logprobs=out.logprobs
+        )
+
+    # ------------------------------------------------------------------ core
+    def _client(self, s: JudgeSettings) -> openai.AsyncOpenAI:
+        key = s.api_key.get_secret_value() if s.api_key is not None else None
+        ck = (s.base_url, key, s.timeout_s)
+        c = self._clients.get(ck)
+        if c is None:
+            c = openai.AsyncOpenAI(
+                base_url=s.base_url,
+                api_key=key or "not-needed",  # local endpoints (vLLM, Ollama) take any key
+                max_retries=0,  # we retry ourselves (backoff, jitter, Retry-After)
+                timeout=s.timeout_s,
+            )
+            self._clients[ck] = c
+        return c
+
+    def _cache_key(
+        self, s: JudgeSettings, prompt: Prompt, messages: Any, schema: Any, logprobs: int | None
+    ) -> str:
+        from nexagauge.graph.cache import ContentStore
+
+        return ContentStore.key(
+            {
+                "format": CACHE_FORMAT,
+                "endpoint": s.base_url or "",
+                "model": s.model,
+                "temperature": s.temperature,
+                "seed": s.seed,
+                "prompt": prompt.id,
+                "messages": messages,
+                "schema": schema,
+                "top_logprobs": logprobs,
+            }
+        )
+
+    async def _call(
+        self,
+        node: str,
+        prompt: Prompt,
+        messages: list[dict[str, str]],
+        model: type[BaseModel],
+        schema: dict[str, Any],
+        check: Callable[[Any], str | None] | None = None,
+        max_tokens: int | None = None,
+        top_logprobs: int | None = None,
+    ) -> _Outcome:
+        s = self.settings.for_node(node)
+        key = None
+        if self._store is not None:
+            key = self._cache_key(s, prompt, messages, schema, top_logprobs)
+            hit = self._store.get(key)
+            if hit is not None:
+                try:
+                    entry = json.loads(hit)
+                    value = model.model_validate_json(entry["content"])
+                except (ValueError, KeyError, TypeError):
+                    value = None  # stale/corrupt entry: call again
+                if value is not None:
+                    self.stats.cache_hits += 1
+                    info = CallInfo(calls=0, cached=True, model=s.model, prompt=prompt.id)
+                    return _Outcome(value, CostEstimate(), None, info, entry.get("logprobs"))
+
+        msgs = list(messages)
+        cost = CostEstimate()
+        calls = 0
+        error: str | None = None
+        for attempt in range(2):  # the first answer, then one corrective re-ask
+            try:
+                ans = await self._request(s, node, msgs, schema, model, max_tokens, top_logprobs)
+            except _CallFailed as e:
+                calls += e.calls
+                self.stats.failures += 1
+                info = CallInfo(calls=calls, cached=False, model=s.model, prompt=prompt.id)
+                return _Outcome(None, cost, f"judge call failed: {e}", info)
+            calls += ans.sent
+            cost = cost + ans.cost
+            content = ans.content
+            value, error = _validate(content, model, check)
+            if value is not None:
+                if key is not None:
+                    entry = {
+                        "content": value.model_dump_json(),
+                        "model": s.model,
+                        "logprobs": ans.logprobs,
+                    }
+                    self._store.put(key, json.dumps(entry).encode())
+                info = CallInfo(calls=calls, cached=False, model=s.model, prompt=prompt.id)
+                return _Outcome(value, cost, None, info, ans.logprobs)
+            if attempt == 0:
+                self.stats.reasks += 1
+                log.info("judge answer for %s invalid (%s); re-asking once", node, error)
+                reask = load_prompt("reask")
+                msgs = [
+                    *msgs,
+                    {"role": "assistant", "content": content or ""},
+                    *reask.render({"error": error}),
+                ]
+        self.stats.failures += 1
+        info = CallInfo(calls=calls, cached=False, model=s.model, prompt=prompt.id)
+        return _Outcome(None, cost, f"invalid judge output after one re-ask: {error}", info)
+
+    async def _request(
+        self,
+        s: JudgeSettings,
+        node: str,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        model: type[BaseModel],
+        max_tokens: int | None,
+        top_logprobs: int | None = None,
+    ) -> _Answer:
+        """One logical request with retries (transient errors) and mode fallbacks."""
+        client = self._client(s)
+        endpoint = s.base_url or "default"
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(max(1, self.settings.max_concurrency))
+        sent = 0
+        attempt = 0
+        while True:
+            mode = s.structured_output
+            if mode == "auto":
+                mode = "json_object" if self._no_schema.get(endpoint) else "json_schema"
+            kwargs = self._request_kwargs(s, messages, schema, model.__name__, mode, max_tokens)
+            if top_logprobs and not self._no_logprobs.get(endpoint):
+                kwargs["logprobs"] = True
+                kwargs["top_logprobs"] = top_logprobs
+            est = count_message_tokens(kwargs["messages"]) + (max_tokens or 256)
+            await self._limiter.acquire(est)
+            try:
+                async with self._sem:
+                    sent += 1
+                    self.stats.requests += 1
+                    self.stats.by_node[node] = self.stats.by_node.get(node, 0) + 1
+                    resp = await client.chat.completions.create(**kwargs)
+            except openai.APIStatusError as e:
+                status = e.status_code
+                if (
+                    mode == "json_schema"
+                    and s.structured_output == "auto"
+                    and status in (400, 404, 415, 422, 501)
+                    and _mentions_schema(e)
+                ):
+                    log.warning("endpoint %s rejects JSON schemas; using JSON mode", endpoint)
+                    self._no_schema[endpoint] = True
+                    continue
+                if "logprobs" in kwargs and status in (400, 422) and "logprob" in _text(e):
+                    log.warning("endpoint %s rejects logprobs; asking without", endpoint)
+                    self._no_logprobs[endpoint] = True
+                    continue
+                if status in _RETRY_STATUS or status >= 500:
+                    delay = _retry_after(e.response.headers) if e.response is not None else None
+                    reason = f"HTTP {status}: {_short(e)}"
+                else:
+                    raise _CallFailed(f"HTTP {status}: {_short(e)}", sent) from None
+            except (openai.APITimeoutError, openai.APIConnectionError) as e:
+                delay = None
+                reason = (
+                    f"timeout after {s.timeout_s:g}s"
+                    if isinstance(e, openai.APITimeoutError)
+                    else f"connection error: {_short(e)}"
+                )
+            except openai.APIResponseValidationError as e:
+                delay = None
+                reason = f"malformed response from endpoint: {_short(e)}"
+            else:
+                content, cost = self._read(resp, s, kwargs["messages"])
+                return _Answer(content, cost, sent, _logprobs(resp) if top_logprobs else None)
+            if attempt >= s.max_retries:
+                raise _CallFailed(f"{reason} (gave up after {sent} attempts)", sent)
+            if delay is None:
+                base = min(s.backoff_max_s, s.backoff_base_s * (2**attempt))
+                delay = base / 2 + random.random() * base / 2  # equal jitter
+            else:
+                delay = min(delay, _MAX_RETRY_AFTER_S) + random.random() * s.backoff_base_s * 0.1
+            attempt += 1
+            self.stats.retries += 1
+            log.info("judge %s: %s; retry %d in %.2fs", node, reason, attempt, delay)
+            await self._sleep(delay)
+
+    def _request_kwargs(
+        self,
+        s: JudgeSettings,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        name: str,
+        mode: str,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        kw: dict[str, Any] = {"model": s.model, "temperature": s.temperature}
+        if s.seed is not None:
+            kw["seed"] = s.seed
+        if max_tokens is not None:
+            kw["max_tokens"] = max_tokens
+        if mode == "json_schema":
+            kw["messages"] = messages
+            kw["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": _schema_name(name), "schema": schema, "strict": True},
+            }
+        else:
+            hint = load_prompt("json_object").render(
+                {"schema": json.dumps(schema, separators=(",", ":"))}
+            )[0]["content"]
+            msgs = [dict(m) for m in messages]
+            if msgs and msgs[0]["role"] == "system":
+                msgs[0]["content"] = msgs[0]["content"] + "\n" + hint
+            else:
+                msgs.insert(0, {"role": "system", "content": hint})
+            kw["messages"] = msgs
+            kw["response_format"] = {"type": "json_object"}
+        return kw
+
+    def _read(
+        self, resp: Any, s: JudgeSettings, messages: list[dict[str, str]]
+    ) -> tuple[str | None, CostEstimate]:
+        content: str | None = None
+        if getattr(resp, "choices", None):
+            msg = resp.choices[0].message
+            content = msg.content
+            if content is None and getattr(msg, "refusal", None):
+                content = None
+        usage = getattr(resp, "usage", None)
+        if usage is not None and usage.prompt_tokens is not None:
+            tin, tout = float(usage.prompt_tokens), float(usage.completion_tokens or 0)
+        else:  # endpoint without usage: count offline so the cost is not silently zero
+            tin = float(count_message_tokens(messages))
+            tout = float(count_tokens(content or ""))
+        cost = self.prices.cost(s.model, tin, tout)
+        self.stats.input_tokens += int(tin)
+        self.stats.output_tokens += int(tout)
+        self.stats.cost += cost
+        return content, CostEstimate(cost=cost, input_tokens=tin, output_tokens=tout)
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()
+
+
+# ---------------------------------------------------------------------- helpers
+def _validate(
+    content: str | None, model: type[BaseModel], check: Callable[[Any], str | None] | None
+) -> tuple[BaseModel | None, str | None]:
+    try:
+        data = parse_json_object(content)
+    except ValueError as e:
+        return None, str(e)
+    if check is not None:
+        problem = check(data)
+        if problem:
+            return None, problem
+    try:
+        return model.model_validate(data), None
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        return None, f"{loc}: {err.get('msg', 'invalid')}" if loc else err.get("msg", "invalid")
+
+
+def _schema_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64] or "answer"
+
+
+def _text(e: openai.APIStatusError) -> str:
+    return (str(e.message) + " " + str(e.body)).lower()
+
+
+def _mentions_schema(e: openai.APIStatusError) -> bool:
+    text = _text(e)
+    return any(h in text for h in _SCHEMA_HINTS) and "logprob" not in text
+
+
+def _logprobs(resp: Any) -> list[dict[str, Any]] | None:
+    """Content token log-probs as plain dicts (``None`` when the endpoint sent none)."""
+    try:
+        content = resp.choices[0].logprobs.content
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if not content:
+        return None
+    return [
+        {
+            "token": t.token,
+            "logprob": t.logprob,
+            "top_logprobs": [
+                {"token": x.token, "logprob": x.logprob} for x in (t.top_logprobs or [])
+            ],
+        }
+        for t in content
+    ]
+
+
+def _short(e: Exception) -> str:
+    msg = getattr(e, "message", None) or str(e) or type(e).__name__
+    return " ".join(str(msg).split())[:200]
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

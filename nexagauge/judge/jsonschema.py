@@ -1,0 +1,67 @@
+"""Strict JSON schemas from pydantic response models, and tolerant JSON extraction.
+
+OpenAI's ``response_format: {"type": "json_schema", "strict": true}`` requires every object to
+list all its properties as ``required`` and to set ``additionalProperties: false``; titles and
+defaults only cost prompt tokens. :func:`strict_schema` rewrites pydantic's schema accordingly.
+
+Example:
+    >>> from pydantic import BaseModel
+    >>> class A(BaseModel):
+    ...     verdicts: list[bool]
+    >>> strict_schema(A)["additionalProperties"]
+    False
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+_DROP = {"title", "default", "examples"}
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k in _DROP:
+            continue
+        if k in ("properties", "$defs"):
+            out[k] = {name: _strict(sub) for name, sub in v.items()}
+        else:
+            out[k] = _strict(v)
+    if out.get("type") == "object" or "properties" in out:
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties", {}))
+    return out
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema in the strict subset (all required, no extra keys, no titles)."""
+    out: dict[str, Any] = _strict(model.model_json_schema())
+    return out
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def parse_json_object(text: str | None) -> Any:
+    """Parse a judge's JSON answer; tolerates a Markdown code fence around it (JSON mode).
+
+    Raises ``ValueError`` with a short reason when the text is not one JSON value.
+    """
+    if text is None or not text.strip():
+        raise ValueError("empty answer")
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at char {e.pos})") from None
