@@ -163,6 +163,8 @@ class EvaluatorMetrics:
         # Judge and reason labels: bounded separately so a burst of odd reasons cannot starve
         # the service/span_name/model budget.
         self._reasons = LabelLimiter(None, max_reason_values)
+        # Metric names come from the graph, but GEval metric names come from records: capped too.
+        self._metric_names = LabelLimiter(None, max_label_values)
         self.exemplars = exemplars
         r = self.registry
         dims = list(DIMENSIONS)
@@ -382,11 +384,13 @@ class EvaluatorMetrics:
     ) -> None:
         """Observe one score (clamped to [0, 1]) with an optional trace-id exemplar."""
         s = min(1.0, max(0.0, float(score)))
+        metric = self._metric_names("metric", metric)
         self.score.labels(metric=metric, **labels).observe(s, self._exemplar(trace_id, span_id))
 
     def record_claims(self, metric: str, labels: Mapping[str, str], verdict: str, n: int) -> None:
         """Count ``n`` claims of ``metric`` with ``verdict`` (ACCEPTED|REJECTED)."""
         if n > 0:
+            metric = self._metric_names("metric", metric)
             self.claims.labels(metric=metric, verdict=_enum(verdict, VERDICTS), **labels).inc(n)
 
     def record_evaluation(

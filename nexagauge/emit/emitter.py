@@ -1,0 +1,247 @@
+"""The emitter: one call per evaluated span turns a case result into metrics and an evaluation span.
+
+``await emitter.emit(target, case_result)`` (called by the online consumer after the node graph
+ran) records, exactly once per ``(trace id, span id, metric, config fingerprint)``:
+
+* each metric's score in the ``nexagauge_score`` histogram (exemplar: the trace and span id);
+* claim verdict counts (``nexagauge_claims_total``) from ``ClaimVerdict`` models or verdict dicts;
+* the evaluation itself (``nexagauge_evaluations_total{status=ok|failed}``), its latency (the
+  evaluated span's end -> now), the last-evaluation timestamp, the judge tokens and USD of each
+  node (from its ``CostEstimate``; cache hits cost nothing and count as ``judge_calls{outcome=
+  "cached"}``) and ``nexagauge_skipped_total{reason="node_skipped:<node>"}`` per skipped metric
+  node;
+* one evaluation span (see :mod:`nexagauge.emit.spans`), queued for background OTLP export.
+
+A redelivered evaluation (same keys) increments only ``nexagauge_duplicate_evaluations_total``
+and exports nothing. Deduplication uses a bounded in-memory window and, when enabled, an on-disk
+journal under the cache directory; :mod:`nexagauge.emit.dedupe` says exactly what is and is not
+deduplicated across processes.
+
+``emit`` never blocks the event loop on I/O: the journal append runs in a worker thread and span
+export is batched by the span processor's own thread. It never raises for a failed metric (that is
+a ``failed`` evaluation, emitted like any other); a journal write error is logged and the
+evaluation is still counted (availability over strict deduplication across restarts).
+
+Example:
+    >>> import asyncio
+    >>> from nexagauge.emit.prometheus import EvaluatorMetrics
+    >>> from nexagauge.emit.spans import EvaluationSpanWriter
+    >>> from nexagauge.emit.target import EvaluationTarget
+    >>> from nexagauge.graph.executor import CaseResult
+    >>> from nexagauge.settings import EmitSettings
+    >>> em = Emitter(EvaluatorMetrics(), EvaluationSpanWriter.in_memory(), EmitSettings(dedupe_journal=False))
+    >>> t = EvaluationTarget("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "svc", "chat", 0)
+    >>> asyncio.run(em.emit(t, CaseResult(index=0, case_id=None, error="bad record")))
+    >>> em.metrics.registry.get_sample_value("nexagauge_evaluations_total",
+    ...     {"status": "failed", "service": "svc", "span_name": "chat", "model": "unknown"})
+    1.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nexagauge.emit.dedupe import DedupeJournal, DedupeWindow, key_hash
+from nexagauge.emit.prometheus import EvaluatorMetrics
+from nexagauge.emit.spans import EvaluationSpanWriter
+from nexagauge.emit.target import EvaluationTarget
+from nexagauge.emit.view import EvaluationView, MetricView, evaluation_view
+from nexagauge.graph.executor import CaseResult
+
+log = logging.getLogger(__name__)
+
+#: pseudo-metric of the per-evaluation records (evaluations, latency, cost, span)
+EVALUATION_KEY = "*"
+
+
+def default_journal_path(cache_dir: str | Path) -> Path:
+    """Where the dedupe journal lives when not configured: ``<cache dir>/emit/dedupe-journal``."""
+    return Path(cache_dir) / "emit" / "dedupe-journal"
+
+
+class Emitter:
+    """Emits every evaluated span's results to Prometheus and as an evaluation span.
+
+    Args:
+        metrics: the process's :class:`EvaluatorMetrics`.
+        spans: the :class:`EvaluationSpanWriter` (OTLP, in-memory or disabled).
+        settings: the full ``Settings`` (uses ``emit``, ``run`` thresholds, ``judge`` models and
+            ``cache.dir`` for the journal) or only an ``EmitSettings`` (then no thresholds from
+            ``run``, no judge model names, and the journal only when ``dedupe_journal_path`` is set).
+        clock: unix-seconds clock (tests inject one).
+    """
+
+    def __init__(
+        self,
+        metrics: EvaluatorMetrics,
+        spans: EvaluationSpanWriter,
+        settings: Any = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        from nexagauge.settings import EmitSettings, Settings
+
+        if settings is None:
+            settings = Settings()
+        if isinstance(settings, Settings):
+            emit = settings.emit
+            self._run: Any = settings.run
+            self._judge: Any = settings.judge
+            cache_dir: Path | None = settings.cache.dir
+        elif isinstance(settings, EmitSettings):
+            emit, self._run, self._judge, cache_dir = settings, None, None, None
+        else:
+            raise TypeError(
+                f"settings: expected Settings or EmitSettings, got {type(settings).__name__}"
+            )
+        self.metrics = metrics
+        self.spans = spans
+        self.settings = emit
+        self.clock = clock
+        self.window = DedupeWindow(emit.dedupe_window)
+        self.journal: DedupeJournal | None = None
+        if emit.dedupe_journal:
+            path = emit.dedupe_journal_path or (
+                default_journal_path(cache_dir) if cache_dir is not None else None
+            )
+            if path is not None:
+                self.journal = DedupeJournal(path, emit.dedupe_window, fsync=emit.dedupe_fsync)
+            else:
+                log.warning("dedupe journal disabled: no dedupe_journal_path and no cache dir")
+        self._loaded = self.journal is None
+        self._load_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Load the dedupe journal (off the loop). Called by :meth:`emit` if not called before."""
+        if self._loaded:
+            return
+        async with self._load_lock:
+            if self._loaded or self.journal is None:
+                return
+            try:
+                hashes = await asyncio.to_thread(self.journal.load)
+            except OSError as e:
+                log.warning(
+                    "dedupe journal %s unreadable (%s): starting empty", self.journal.path, e
+                )
+                hashes = []
+            for h in hashes:
+                self.window.add_hash(h)
+            self._loaded = True
+            log.info(
+                "dedupe journal %s: %d recent evaluations loaded", self.journal.path, len(hashes)
+            )
+
+    async def emit(
+        self, target: EvaluationTarget, case_result: CaseResult, *, started_ns: int | None = None
+    ) -> None:
+        """Record ``case_result`` (the evaluation of ``target``) once; see the module docstring.
+
+        ``started_ns``: when the evaluation started (unix ns), the evaluation span's start time;
+        default: now minus the slowest node's run time.
+        """
+        await self.start()
+        view = evaluation_view(case_result, self._run)
+        # Check and mark synchronously (no await in between): two concurrent emits of the same
+        # evaluation cannot both count it.
+        new_hashes: list[str] = []
+        eval_h = key_hash(target.dedupe_key(EVALUATION_KEY))
+        new_eval = self.window.add_hash(eval_h)
+        if new_eval:
+            new_hashes.append(eval_h)
+        new_metrics: list[MetricView] = []
+        for m in view.metrics:
+            h = key_hash(target.dedupe_key(m.name))
+            if self.window.add_hash(h):
+                new_hashes.append(h)
+                new_metrics.append(m)
+        if not new_hashes:
+            self.metrics.duplicates.inc()
+            log.debug("duplicate evaluation of %s ignored", target.case_id)
+            return
+        # Shielded: once the keys are marked, cancelling emit() must not leave them uncounted.
+        await asyncio.shield(
+            self._commit(target, view, new_eval, new_metrics, new_hashes, started_ns)
+        )
+
+    async def _commit(
+        self,
+        target: EvaluationTarget,
+        view: EvaluationView,
+        new_eval: bool,
+        new_metrics: list[MetricView],
+        hashes: list[str],
+        started_ns: int | None,
+    ) -> None:
+        if self.journal is not None:
+            try:
+                await asyncio.to_thread(self.journal.append, hashes)
+            except OSError as e:
+                log.warning(
+                    "dedupe journal %s write failed (%s): counted, but a restart may count it again",
+                    self.journal.path,
+                    e,
+                )
+        self._record(target, view, new_eval, new_metrics, started_ns)
+
+    def _judge_model(self, node: str, view: EvaluationView) -> str | None:
+        if view.judge == "local":
+            return "local"
+        if self._judge is None:
+            return None
+        model: str = self._judge.for_node(node).model
+        return model
+
+    def _record(
+        self,
+        target: EvaluationTarget,
+        view: EvaluationView,
+        new_eval: bool,
+        new_metrics: list[MetricView],
+        started_ns: int | None,
+    ) -> None:
+        m = self.metrics
+        now = self.clock()
+        labels = m.labels_for(target.service, target.span_name, target.model)
+        for mv in new_metrics:
+            if mv.score is not None:
+                m.record_score(mv.name, labels, mv.score, target.trace_id, target.span_id)
+            m.record_claims(mv.name, labels, "ACCEPTED", mv.accepted)
+            m.record_claims(mv.name, labels, "REJECTED", mv.rejected)
+        if not new_eval:
+            return
+        latency = max(0.0, now - target.end_time_s) if target.end_time_unix_nano > 0 else None
+        m.record_evaluation(view.status, labels, latency, now, target.trace_id, target.span_id)
+        for node, cost in view.node_costs.items():
+            m.record_judge_usage(
+                node,
+                self._judge_model(node, view),
+                cost.input_tokens,
+                cost.output_tokens,
+                cost.cost,
+            )
+        for node in view.cached_judge_nodes:
+            m.judge_call(node, self._judge_model(node, view), "cached")
+        for node in view.skipped:
+            m.skip(f"node_skipped:{node}")
+        judge_models = {self._judge_model(n, view) for n in view.node_costs} - {None}
+        judge_model = (
+            ", ".join(sorted(x for x in judge_models if x))
+            if judge_models
+            else (self._judge_model("", view) if view.judge else None)
+        )
+        try:
+            self.spans.write(
+                target, view, start_ns=started_ns, end_ns=int(now * 1e9), judge_model=judge_model
+            )
+        except Exception:  # the span is best effort; the metrics are already counted
+            log.exception("evaluation span of %s could not be written", target.case_id)
+
+    async def aclose(self) -> None:
+        """Flush and stop span export (off the loop)."""
+        await self.spans.aclose()

@@ -1,0 +1,310 @@
+"""Evaluation spans: scores written back into the evaluated trace, exported over OTLP.
+
+For every evaluated span the writer starts one span named ``nexagauge.evaluation`` **in the same
+trace, as a child of the evaluated span** (its parent context is rebuilt from the target's trace and
+span ids). The span carries:
+
+* ``nexagauge.evaluation.*`` attributes: one ``score.<metric>`` per scored metric, one
+  ``error.<metric>`` per failed metric, the evaluated ids, case id, config fingerprint, judge
+  model, cost and status;
+* one ``gen_ai.evaluation.result`` event per metric with ``gen_ai.evaluation.name``,
+  ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label`` (``pass``/``fail``, or the
+  ACCEPTED ratio when no threshold applies), ``gen_ai.evaluation.explanation`` (the judge's
+  reasoning or the failure message, at most ``max_explanation_chars``) and ``error.type`` when the
+  metric could not be computed;
+* span status ERROR when any metric failed.
+
+The span id is **deterministic**: a hash of (trace id, span id, config fingerprint). A redelivered
+evaluation that is exported again therefore produces the same span id, which trace backends treat
+as the same span rather than a second evaluation.
+
+Export runs on a dedicated ``TracerProvider`` (never the global one, so the evaluator's own
+instrumentation and the evaluation spans do not mix) with a ``BatchSpanProcessor``: ``write`` only
+enqueues; the OTLP export happens on the processor's background thread. The exporter is configured
+from :class:`~nexagauge.settings.EmitSettings` and the standard ``OTEL_EXPORTER_OTLP_*`` variables
+(endpoint, headers, certificates, timeout) and ``OTEL_BSP_*`` (batching).
+
+Example:
+    >>> w = EvaluationSpanWriter.in_memory()
+    >>> from nexagauge.emit.target import EvaluationTarget
+    >>> from nexagauge.emit.view import EvaluationView, MetricView
+    >>> t = EvaluationTarget("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "svc", "chat", 0)
+    >>> sid = w.write(t, EvaluationView(metrics=[MetricView("answer_relevancy", "relevance", 0.8, passed=True)]))
+    >>> [s.name for s in w.memory.get_finished_spans()]
+    ['nexagauge.evaluation']
+    >>> w.shutdown()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from nexagauge.emit.target import TRACE_FLAG_SAMPLED, EvaluationTarget
+from nexagauge.emit.view import EvaluationView
+from nexagauge.sdk import conventions as C
+
+log = logging.getLogger(__name__)
+
+INSTRUMENTATION_SCOPE = "nexagauge.emit"
+_ELLIPSIS = "…"
+
+_forced_span_id: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "nexagauge_eval_span_id", default=None
+)
+
+
+class _EvaluationIdGenerator(RandomIdGenerator):
+    """Random ids, except the span id of the evaluation span being started (set by the writer)."""
+
+    def generate_span_id(self) -> int:
+        forced = _forced_span_id.get()
+        return forced if forced else super().generate_span_id()
+
+
+def evaluation_span_id(trace_id: str, span_id: str, config_fingerprint: str) -> int:
+    """Deterministic 64-bit span id of the evaluation of (trace, span) under a configuration.
+
+    Example:
+        >>> a = evaluation_span_id("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "f1")
+        >>> a == evaluation_span_id("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "f1")
+        True
+        >>> a != evaluation_span_id("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "f2")
+        True
+    """
+    h = hashlib.blake2b(digest_size=8, person=b"ng-eval-span")
+    h.update(f"{trace_id}\x00{span_id}\x00{config_fingerprint}".encode())
+    v = int.from_bytes(h.digest(), "big")
+    return v or 1  # 0 is the invalid span id
+
+
+def bounded(text: str | None, limit: int) -> str | None:
+    """``text`` cut to at most ``limit`` characters (an ellipsis marks the cut)."""
+    if text is None or limit <= 0:
+        return None
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + _ELLIPSIS
+
+
+def build_exporter(emit: Any) -> SpanExporter:
+    """The OTLP span exporter described by ``EmitSettings`` (gRPC or HTTP/protobuf).
+
+    ``otlp_endpoint=None`` leaves the endpoint to the standard ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+    / ``OTEL_EXPORTER_OTLP_ENDPOINT`` variables (then the OTLP default, localhost:4317 / :4318).
+    """
+    endpoint: str | None = getattr(emit, "otlp_endpoint", None)
+    protocol = getattr(emit, "otlp_protocol", "grpc")
+    insecure = getattr(emit, "otlp_insecure", None)
+    timeout = getattr(emit, "otlp_timeout_s", None)
+    kwargs: dict[str, Any] = {}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        if insecure is not None:
+            kwargs["insecure"] = insecure
+        return GrpcExporter(endpoint=endpoint, **kwargs)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpExporter,
+    )
+
+    if endpoint is not None:
+        parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        if parts.path in ("", "/"):
+            endpoint = parts._replace(path="/v1/traces").geturl()
+    return HttpExporter(endpoint=endpoint, **kwargs)
+
+
+class EvaluationSpanWriter:
+    """Writes one evaluation span per evaluated span (see module docstring).
+
+    Args:
+        exporter: where spans go; ``None`` disables export (``write`` still returns the id).
+        service_name: ``service.name`` of the evaluator's resource (merged with
+            ``OTEL_RESOURCE_ATTRIBUTES``).
+        batch: ``True`` (production): a ``BatchSpanProcessor`` exports on a background thread;
+            ``False``: export synchronously in ``write`` (only for in-memory exporters in tests).
+        max_explanation_chars: bound of ``gen_ai.evaluation.explanation`` and error attributes.
+    """
+
+    def __init__(
+        self,
+        exporter: SpanExporter | None,
+        *,
+        service_name: str = "nexagauge-evaluator",
+        batch: bool = True,
+        max_explanation_chars: int = 1000,
+        include_explanation: bool = True,
+        resource_attributes: Mapping[str, str] | None = None,
+    ) -> None:
+        self.exporter = exporter
+        self.max_explanation_chars = max_explanation_chars
+        self.include_explanation = include_explanation
+        resource = Resource.create({**(resource_attributes or {}), SERVICE_NAME: service_name})
+        self.provider = TracerProvider(
+            resource=resource, sampler=ALWAYS_ON, id_generator=_EvaluationIdGenerator()
+        )
+        self.processor: SpanProcessor | None = None
+        if exporter is not None:
+            self.processor = (
+                BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+            )
+            self.provider.add_span_processor(self.processor)
+        self.tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE)
+        self._closed = False
+
+    @property
+    def memory(self) -> InMemorySpanExporter:
+        """The in-memory exporter (only for writers made by :meth:`in_memory`)."""
+        if not isinstance(self.exporter, InMemorySpanExporter):
+            raise TypeError("this writer does not export to memory")
+        return self.exporter
+
+    @classmethod
+    def in_memory(cls, **kwargs: Any) -> EvaluationSpanWriter:
+        """A writer that keeps finished spans in memory (``writer.memory.get_finished_spans()``)."""
+        kwargs.setdefault("batch", False)
+        return cls(InMemorySpanExporter(), **kwargs)
+
+    @classmethod
+    def from_settings(cls, emit: Any) -> EvaluationSpanWriter:
+        """Build from ``EmitSettings``: ``span_exporter`` = ``otlp`` | ``memory`` | ``none``."""
+        kind = getattr(emit, "span_exporter", "otlp")
+        common: dict[str, Any] = {
+            "service_name": getattr(emit, "service_name", "nexagauge-evaluator"),
+            "max_explanation_chars": getattr(emit, "max_explanation_chars", 1000),
+            "include_explanation": getattr(emit, "include_explanation", True),
+        }
+        if kind == "none":
+            return cls(None, **common)
+        if kind == "memory":
+            return cls.in_memory(**common)
+        return cls(build_exporter(emit), **common)
+
+    # -- writing --------------------------------------------------------------------------------
+    def write(
+        self,
+        target: EvaluationTarget,
+        view: EvaluationView,
+        *,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        judge_model: str | None = None,
+    ) -> str:
+        """Start and end the evaluation span of ``target``; returns its span id (16 hex).
+
+        Non-blocking with the batch processor (the span is queued for the export thread).
+        """
+        if self._closed:
+            raise RuntimeError("EvaluationSpanWriter is shut down")
+        end = end_ns if end_ns is not None else time.time_ns()
+        start = start_ns if start_ns is not None else end - int(view.elapsed_s * 1e9)
+        start = min(start, end)
+        sid = evaluation_span_id(target.trace_id, target.span_id, target.config_fingerprint)
+        parent = SpanContext(
+            trace_id=target.trace_id_int,
+            span_id=target.span_id_int,
+            is_remote=True,
+            trace_flags=TraceFlags(target.trace_flags | TRACE_FLAG_SAMPLED),
+        )
+        ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+        token = _forced_span_id.set(sid)
+        try:
+            span = self.tracer.start_span(
+                C.NG_EVALUATION_SPAN_NAME,
+                context=ctx,
+                kind=SpanKind.INTERNAL,
+                attributes=self._attributes(target, view, judge_model),
+                start_time=start,
+            )
+        finally:
+            _forced_span_id.reset(token)
+        for m in view.metrics:
+            attrs: dict[str, Any] = {C.GEN_AI_EVALUATION_NAME: m.name}
+            if m.score is not None:
+                attrs[C.GEN_AI_EVALUATION_SCORE_VALUE] = float(m.score)
+            if m.label is not None:
+                attrs[C.GEN_AI_EVALUATION_SCORE_LABEL] = m.label
+            why = m.explanation if m.score is not None else (m.explanation or m.error)
+            if self.include_explanation or m.score is None:
+                text = bounded(why, self.max_explanation_chars)
+                if text:
+                    attrs[C.GEN_AI_EVALUATION_EXPLANATION] = text
+            if m.failed:
+                attrs[C.ERROR_TYPE] = m.error_type or "_OTHER"
+            span.add_event(C.GEN_AI_EVALUATION_RESULT_EVENT, attrs, timestamp=end)
+        if view.status == "failed":
+            if view.case_error is not None:
+                span.set_attribute(C.ERROR_TYPE, "RecordError")
+                msg = view.case_error
+            else:
+                failed = [m.name for m in view.metrics if m.failed]
+                span.set_attribute(C.ERROR_TYPE, view.error_type or "_OTHER")
+                msg = f"metrics without a score: {', '.join(failed)}"
+            span.set_status(Status(StatusCode.ERROR, bounded(msg, self.max_explanation_chars)))
+        span.end(end_time=end)
+        return f"{sid:016x}"
+
+    def _attributes(
+        self, target: EvaluationTarget, view: EvaluationView, judge_model: str | None
+    ) -> dict[str, Any]:
+        a: dict[str, Any] = {
+            C.NG_EVALUATION_TRACE_ID: target.trace_id,
+            C.NG_EVALUATION_SPAN_ID: target.span_id,
+            C.NG_EVALUATION_CASE_ID: target.case_id,
+            C.NG_EVALUATION_STATUS: view.status,
+            C.NG_EVALUATION_COST_USD: float(view.cost.cost),
+        }
+        if target.config_fingerprint:
+            a[C.NG_EVALUATION_CONFIG_FINGERPRINT] = target.config_fingerprint
+        if judge_model:
+            a[C.NG_EVALUATION_JUDGE_MODEL] = judge_model
+        if target.conversation_id:
+            a[C.GEN_AI_CONVERSATION_ID] = target.conversation_id
+        for m in view.metrics:
+            if m.score is not None:
+                a[C.NG_EVALUATION_SCORE_PREFIX + m.name] = float(m.score)
+            else:
+                err = bounded(m.error or "failed", self.max_explanation_chars)
+                a[C.NG_EVALUATION_ERROR_PREFIX + m.name] = err
+        return a
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export every queued span now (blocking; call from a thread in async code)."""
+        return self.provider.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        """Flush and stop the export thread (blocking). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self.provider.shutdown()
+
+    async def aflush(self, timeout_millis: int = 30_000) -> bool:
+        """:meth:`force_flush` off the event loop."""
+        return await asyncio.to_thread(self.force_flush, timeout_millis)
+
+    async def aclose(self) -> None:
+        """:meth:`shutdown` off the event loop."""
+        await asyncio.to_thread(self.shutdown)
