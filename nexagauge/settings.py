@@ -165,15 +165,37 @@ class OnlineSettings(_Section):
 
 
 class EmitSettings(_Section):
-    """Where scores go: OTLP evaluation spans and the Prometheus endpoint."""
+    """Where scores go: OTLP evaluation spans and the Prometheus endpoint (see docs/emit.md)."""
 
     otlp_endpoint: str | None = None  # None: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT or the default
     otlp_protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    #: gRPC only: None = from the endpoint scheme / OTEL_EXPORTER_OTLP_INSECURE
+    otlp_insecure: bool | None = None
+    otlp_timeout_s: float | None = Field(default=None, gt=0)
+    #: "otlp": export evaluation spans; "memory": keep them in process (tests); "none": no spans
+    span_exporter: Literal["otlp", "memory", "none"] = "otlp"
     service_name: str = "nexagauge-evaluator"
+    #: bound of gen_ai.evaluation.explanation (judge reasoning / failure message); 0 = never
+    max_explanation_chars: int = Field(default=1000, ge=0)
+    include_explanation: bool = True
     metrics_host: str = "127.0.0.1"
-    metrics_port: int = 9464
-    label_allowlist: list[str] = Field(default_factory=lambda: ["service", "span_name", "model"])
-    max_label_values: int = 200
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    #: which of service/span_name/model are populated on score series (others are "")
+    label_allowlist: list[Literal["service", "span_name", "model"]] = Field(
+        default_factory=lambda: ["service", "span_name", "model"]
+    )
+    #: distinct values kept per bounded label; later new values become "other"
+    max_label_values: int = Field(default=200, ge=1)
+    #: optional value allow-lists per label, e.g. {"model": ["gpt-4o"]}; others become "other"
+    label_values: dict[str, list[str]] = Field(default_factory=dict)
+    #: trace-id exemplars on the score and latency histograms (OpenMetrics scrapes)
+    exemplars: bool = True
+    #: in-memory dedupe window (keys of recent evaluations) for idempotent emission
+    dedupe_window: int = Field(default=100_000, ge=1)
+    #: on-disk dedupe journal so a restarted process on the same volume does not double count
+    dedupe_journal: bool = True
+    dedupe_journal_path: Path | None = None  # default: <cache.dir>/emit/dedupe-journal
+    dedupe_fsync: bool = False  # fsync each journal append (survives power loss, slower)
 
 
 class Settings(BaseSettings):
