@@ -205,7 +205,7 @@ class Scrubber:
         ('mail [scrubbed:email]', ['a:email'])
     """
 
-    __slots__ = ("_rules", "hook", "scrub_keys")
+    __slots__ = ("_by_shape", "_rules", "hook", "scrub_keys")
 
     def __init__(
         self,
@@ -224,6 +224,19 @@ class Scrubber:
         self._rules = tuple(_Compiled(r) for r in rules)
         self.hook = hook
         self.scrub_keys = secrets
+        # The cheap gates (separators present, long token present) are computed once per text;
+        # the rules that can pass them are precomputed per "shape", so a clean text visits only
+        # the few rules without such gates.
+        self._by_shape: dict[tuple[bytes, bool], tuple[_Compiled, ...]] = {}
+        for mask in range(8):
+            present = bytes(c for i, c in enumerate(b"=:@") if mask & (1 << i))
+            for long_run in (False, True):
+                self._by_shape[(present, long_run)] = tuple(
+                    r
+                    for r in self._rules
+                    if (not r.separators or any(sep in present for sep in r.separators))
+                    and (long_run or not r.long_token)
+                )
 
     @property
     def active(self) -> bool:
@@ -259,22 +272,15 @@ class Scrubber:
         raw = text.encode("utf-8", "surrogatepass")
         classed = raw.translate(_CLASS_TABLE)
         seps = classed.translate(None, b"a ")
-        long_run = -1
+        if seps:  # canonical form: each separator present once, in b"=:@" order
+            seps = bytes(c for c in b"=:@" if c in seps)
+        rules = self._by_shape[(seps, _LONG_RUN in classed)]
+        if not rules:
+            return None
         low: bytes | None = None
         digits = -1
         names: list[str] = []
-        for rule in self._rules:
-            if rule.separators:
-                for sep in rule.separators:
-                    if sep in seps:
-                        break
-                else:
-                    continue
-            if rule.long_token:
-                if long_run < 0:
-                    long_run = 1 if _LONG_RUN in classed else 0
-                if not long_run:
-                    continue
+        for rule in rules:
             if rule.min_digits:
                 if digits < 0:
                     digits = len(raw.translate(None, _NON_DIGITS))
