@@ -117,8 +117,12 @@ class _Call:
         self.turn_end = False
 
     # -- recording helpers (never called with the context of another call)
-    def text(self, attribute: str, text: str) -> str:
-        """Scrub then truncate one recorded text, noting what was changed."""
+    def text(self, attribute: str, text: str, original: int = -1) -> str:
+        """Scrub then truncate one recorded text, noting what was changed.
+
+        ``original``: the length before the caller already dropped a tail (streams keep only what
+        fits); the marker and ``nexagauge.original_length.*`` then report that length.
+        """
         st = self.state
         scrubbed, marks = st.scrubber.scrub(attribute, text)
         if marks is not None:
@@ -127,8 +131,8 @@ class _Call:
             else:
                 self.marks.extend(m for m in marks if m not in self.marks)
         limit = st.max_value_length
-        if len(scrubbed) > limit:
-            scrubbed = self.truncate(attribute, scrubbed, len(scrubbed), limit)
+        if len(scrubbed) > limit or original > len(text):
+            scrubbed = self.truncate(attribute, scrubbed, max(original, len(text)), limit)
         return scrubbed
 
     def truncate(self, attribute: str, text: str, original: int, limit: int) -> str:
@@ -306,10 +310,10 @@ def _as_text(call: _Call, value: Any) -> str:
     return text
 
 
-def _output_message(call: _Call, text: str, finish_reason: str) -> str:
+def _output_message(call: _Call, text: str, finish_reason: str, original: int = -1) -> str:
     return (
         _OUT_HEAD
-        + _enc(call.text(C.GEN_AI_OUTPUT_MESSAGES, text))
+        + _enc(call.text(C.GEN_AI_OUTPUT_MESSAGES, text, original))
         + _OUT_TAIL
         + _enc(finish_reason)
         + "}]"
@@ -650,9 +654,6 @@ class _Stream:
                 attrs[C.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (self.first_ns - self.start_ns) / 1e9
             if self.parts and call.meta.capture_output and call.state.capture_content:
                 text = "".join(self.parts)
-                if self.length > len(text):  # chunks beyond the limit were counted, not kept
-                    limit = call.state.max_value_length
-                    text = call.truncate(C.GEN_AI_OUTPUT_MESSAGES, text, self.length, limit)
                 reason = (
                     C.FINISH_REASON_ERROR
                     if error is not None
@@ -660,7 +661,8 @@ class _Stream:
                     if abandoned
                     else C.FINISH_REASON_STOP
                 )
-                attrs[C.GEN_AI_OUTPUT_MESSAGES] = _output_message(call, text, reason)
+                # chunks past the size limit were counted, not kept: report the full length
+                attrs[C.GEN_AI_OUTPUT_MESSAGES] = _output_message(call, text, reason, self.length)
             call.span.set_attributes(attrs)
         except Exception as exc:
             internal_error("finish stream", exc)
