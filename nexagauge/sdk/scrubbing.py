@@ -319,5 +319,8 @@ def _replace(m: re.Match[str], rule: _Compiled, hit: list[bool]) -> str:
     for vname in rule.vnames:
         start, end = m.span(vname)
         if start >= 0:
+            if whole.startswith("[scrubbed:", start - base):  # already scrubbed (by key)
+                hit.pop()
+                return whole
             return whole[: start - base] + replacement + whole[end - base :]
     return replacement

@@ -60,7 +60,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _MISSING: Any = object()
 _CALL_KEY = otel_context.create_key("nexagauge-call")
-_INPUT_NAMES = ("question", "query", "prompt", "input")
+_INPUT_NAMES = ("question", "query", "prompt", "input", "messages")
 _CONTEXT_NAMES = ("context", "contexts", "documents")
 KNOB_BLOCKS = {
     "relevance": C.NG_EVAL_RELEVANCE,
@@ -217,6 +217,7 @@ def _pick(
 
 
 def _first_str(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The first ``str`` argument (positional, then keyword), else a chat message list, else none."""
     for a in args:
         if isinstance(a, str):
             return a
@@ -224,6 +225,9 @@ def _first_str(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         for v in kwargs.values():
             if isinstance(v, str):
                 return v
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(a, list) and a and _get(a[0], "role") is not None:
+            return a
     return _MISSING
 
 
