@@ -99,7 +99,13 @@ class CaseResult:
 
 
 def _digest(model: BaseModel) -> str:
-    return hashlib.sha256(model.model_dump_json().encode()).hexdigest()[:32]
+    """Digest of an upstream output for cache keys. A cache hit carries ``cached`` flags and a
+    zero cost, so both forms are normalized alike: otherwise every node below a cached one would
+    miss on the second run."""
+    norm = _mark_cached(model)
+    if isinstance(getattr(norm, "cost", None), CostEstimate):
+        norm = norm.model_copy(update={"cost": CostEstimate()})
+    return hashlib.sha256(norm.model_dump_json().encode()).hexdigest()[:32]
 
 
 def _mark_cached(value: Any) -> Any:
