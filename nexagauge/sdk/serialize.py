@@ -105,6 +105,10 @@ class _Encoder:
         self.active.add(ident)
         try:
             return self._container(value, depth)
+        except RecursionError:
+            return DEPTH
+        except Exception:  # a container whose iteration/attributes raise: only it degrades
+            return safe_repr(value)
         finally:
             self.active.discard(ident)
 
