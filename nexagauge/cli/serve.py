@@ -1,0 +1,149 @@
+"""``nexagauge serve``: the online evaluator (Kafka consumer group -> scores as spans + metrics).
+
+Runs until SIGTERM or SIGINT, then drains in-flight evaluations within
+``online.drain_timeout_s``, commits finished offsets and leaves the consumer group (exit 0).
+Scale out by starting more processes with the same ``kafka.group_id``.
+
+Flags override the config file and ``NEXAGAUGE_*`` variables for the most common settings; every
+other setting comes from the config file (``--config``) or the environment.
+
+Example::
+
+    nexagauge serve --bootstrap-servers kafka:9092 --traces-topic otlp_spans --rate 0.05 \\
+        --only relevance,grounding --metrics-port 9464
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+log = logging.getLogger("nexagauge.serve")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``serve`` on the top-level subparsers."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="evaluate production traces continuously from Kafka",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    p.add_argument(
+        "--config", help="TOML config file (default: $NEXAGAUGE_CONFIG or ./nexagauge.toml)"
+    )
+    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (host:port,...)")
+    p.add_argument("--group-id", help="consumer group of the evaluator")
+    p.add_argument("--traces-topic", help="topic of OTLP trace export requests")
+    p.add_argument("--logs-topic", help="topic of OTLP log export requests")
+    p.add_argument("--encoding", choices=["otlp_proto", "otlp_json"])
+    p.add_argument(
+        "--no-rekey",
+        action="store_true",
+        help="skip the re-key stage (the producer already partitions by trace id)",
+    )
+    p.add_argument("--no-logs", action="store_true", help="do not consume the logs topic")
+    p.add_argument("--target", help="node to evaluate (default: eval = every metric)")
+    p.add_argument("--only", help="comma-separated metric nodes to run")
+    p.add_argument("--rate", type=float, help="default sampling rate in [0, 1]")
+    p.add_argument("--max-in-flight", type=int, help="evaluations at once before backpressure")
+    p.add_argument("--grace", type=float, help="seconds after the root span ends (trace complete)")
+    p.add_argument(
+        "--inactivity", type=float, help="seconds without spans before a trace is complete"
+    )
+    p.add_argument("--metrics-host", help="bind address of /metrics, /healthz, /readyz")
+    p.add_argument("--metrics-port", type=int, help="port of /metrics (0: a free port)")
+    p.add_argument("--otlp-endpoint", help="where evaluation spans are exported (OTLP)")
+    return p
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    kafka = {
+        "bootstrap_servers": args.bootstrap_servers,
+        "group_id": args.group_id,
+        "traces_topic": args.traces_topic,
+        "logs_topic": args.logs_topic,
+        "encoding": args.encoding,
+    }
+    online: dict[str, Any] = {
+        "target": args.target,
+        "nodes": [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None,
+        "max_in_flight": args.max_in_flight,
+        "trace_grace_s": args.grace,
+        "trace_inactivity_s": args.inactivity,
+        "rekey": False if args.no_rekey else None,
+        "consume_logs": False if args.no_logs else None,
+    }
+    sampling = {"default_rate": args.rate}
+    emit = {
+        "metrics_host": args.metrics_host,
+        "metrics_port": args.metrics_port,
+        "otlp_endpoint": args.otlp_endpoint,
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, sec in (("kafka", kafka), ("online", online), ("sampling", sampling), ("emit", emit)):
+        vals = {k: v for k, v in sec.items() if v is not None}
+        if vals:
+            out[name] = vals
+    return out
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """Settings with CLI flags applied on top of config file / environment / defaults."""
+    from pydantic import ValidationError
+
+    from nexagauge.cli.main import CliError, load_cli_settings
+    from nexagauge.graph.planner import PlanError, plan
+
+    settings = load_cli_settings(args)
+    for section, vals in _overrides(args).items():
+        cur = getattr(settings, section)
+        try:
+            setattr(settings, section, type(cur).model_validate({**cur.model_dump(), **vals}))
+        except ValidationError as e:
+            raise CliError(f"invalid {section} settings: {e}") from None
+    try:
+        plan(settings.online.target, only=settings.online.nodes)
+        for rule in settings.sampling.rules:
+            if rule.nodes is not None:
+                plan(settings.online.target, only=rule.nodes)
+    except PlanError as e:
+        raise CliError(str(e)) from None
+    return settings
+
+
+async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | None = None) -> int:
+    """Run the service until SIGTERM/SIGINT (or ``stop``), then shut down gracefully."""
+    from nexagauge.online.service import OnlineService
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # not available off the main thread or on some platforms: then only ``stop`` ends it
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    svc = OnlineService(settings, emitter=emitter)
+    try:
+        await svc.start()
+    except BaseException:
+        await svc.stop()
+        raise
+    k = settings.kafka
+    log.warning(
+        "nexagauge serve: consuming %s from %s as group %s",
+        k.rekeyed_topic if settings.online.rekey else k.traces_topic,
+        k.bootstrap_servers,
+        k.group_id,
+    )
+    await svc.run_until(stop)
+    log.warning("nexagauge serve: stopped (offsets committed, left the group)")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``nexagauge serve``; returns the exit status."""
+    settings = settings_from_args(args)
+    return asyncio.run(serve(settings))

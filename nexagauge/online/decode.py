@@ -1,0 +1,329 @@
+"""Decode OTLP trace and log export requests from Kafka messages, lazily.
+
+Why lazy: at a 1% sample rate almost every span is only *assembled* (grouped by trace, watched for
+the end of the turn) and never evaluated. Converting every attribute of every span into Python
+(``MessageToDict`` or a full walk) costs 5-10x the protobuf parse itself, so the decoder reads only
+the span fields assembly needs plus a small set of *wanted* attribute keys (turn end, conversation
+id, attributes named by sampling rules) and keeps a reference to the parsed upb ``Span`` so the
+extractor can read the rest for the few traces that are sampled.
+
+Poison messages are reported as :class:`PoisonMessage` (reason + detail), never raised past the
+consumer: undecodable bytes, absurd sizes, JSON that is not an OTLP request, and requests whose
+spans all carry invalid ids.
+
+Example:
+    >>> from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    >>> req = ExportTraceServiceRequest()
+    >>> s = req.resource_spans.add().scope_spans.add().spans.add()
+    >>> s.trace_id, s.span_id, s.name = b"\\x01" * 16, b"\\x02" * 8, "chat"
+    >>> batch = decode_traces(req.SerializeToString())
+    >>> (batch.spans[0].name, batch.spans[0].trace_hex[:4])
+    ('chat', '0101')
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from nexagauge.sdk import conventions as C
+
+Encoding = Literal["otlp_proto", "otlp_json"]
+
+#: resource attribute naming the service (OpenTelemetry resource semantic conventions)
+SERVICE_NAME = "service.name"
+#: OTLP status code of an errored span (``STATUS_CODE_ERROR``)
+STATUS_CODE_ERROR = 2
+_ZERO_TRACE = b"\x00" * 16
+_ZERO_SPAN = b"\x00" * 8
+
+#: attribute keys the assembly and sampling stages always need (read eagerly)
+BASE_WANTED: frozenset[str] = frozenset(
+    {C.NG_TURN_END, C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, C.NG_SDK_VERSION}
+)
+
+
+class PoisonMessage(Exception):
+    """A message that can never be processed; it goes to the dead-letter topic.
+
+    ``reason`` is a short stable token (``undecodable``, ``too_large``, ``invalid_ids``,
+    ``not_otlp``) used as a metric label and DLQ header; ``detail`` is a human explanation.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """The assembly view of one span plus a handle on the full parsed span.
+
+    ``marks`` holds only the *wanted* attributes (decoded to Python); everything else is read
+    from ``proto`` by :mod:`nexagauge.online.extract` when the trace is sampled.
+    """
+
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes
+    name: str
+    start_ns: int
+    end_ns: int
+    error: bool
+    service: str
+    marks: dict[str, Any]
+    proto: Any = field(repr=False, default=None)
+
+    @property
+    def trace_hex(self) -> str:
+        return self.trace_id.hex()
+
+    @property
+    def span_hex(self) -> str:
+        return self.span_id.hex()
+
+    @property
+    def is_root(self) -> bool:
+        return not self.parent_span_id or self.parent_span_id == _ZERO_SPAN
+
+
+@dataclass(slots=True)
+class LogRef:
+    """One OTLP log record that belongs to a span (GenAI content events of instrumentations)."""
+
+    trace_id: bytes
+    span_id: bytes
+    event_name: str
+    time_ns: int
+    proto: Any = field(repr=False, default=None)
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """What one message contributed: spans or log records, and how many were dropped as invalid."""
+
+    spans: list[SpanRecord] = field(default_factory=list)
+    logs: list[LogRef] = field(default_factory=list)
+    invalid: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# AnyValue -> Python
+# --------------------------------------------------------------------------------------------
+def any_value(v: Any, _depth: int = 0) -> Any:
+    """Convert an OTLP ``AnyValue`` to Python (str/bool/int/float/bytes/list/dict/None).
+
+    Example:
+        >>> from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+        >>> any_value(AnyValue(string_value="x"))
+        'x'
+    """
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind is None:
+        return None
+    if _depth > 64:  # upb already bounds nesting; this guards hand-built messages
+        return None
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "array_value":
+        return [any_value(x, _depth + 1) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value, _depth + 1) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return bytes(v.bytes_value)
+    return None
+
+
+def attributes(kvs: Iterable[Any]) -> dict[str, Any]:
+    """All attributes of a span/event/log record as a dict (used only for sampled traces)."""
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+def _wanted(kvs: Iterable[Any], wanted: frozenset[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        k = kv.key
+        if k in wanted:
+            out[k] = any_value(kv.value)
+    return out
+
+
+def _service(resource: Any) -> str:
+    for kv in resource.attributes:
+        if kv.key == SERVICE_NAME:
+            v = any_value(kv.value)
+            return v if isinstance(v, str) and v else "unknown"
+    return "unknown"
+
+
+# --------------------------------------------------------------------------------------------
+# otlp_json: ids are hex in OTLP/JSON, base64 in protobuf's canonical JSON
+# --------------------------------------------------------------------------------------------
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _hex_ids_to_b64(obj: Mapping[str, Any], path: str) -> None:
+    for k in _ID_KEYS:
+        v = obj.get(k)
+        if isinstance(v, str) and v:
+            try:
+                raw = bytes.fromhex(v)
+            except ValueError:
+                raise PoisonMessage("undecodable", f"{path}.{k}: not hex: {v[:40]!r}") from None
+            obj[k] = base64.b64encode(raw).decode()  # type: ignore[index]
+
+
+def _json_request(data: bytes, kind: Literal["traces", "logs"]) -> Any:
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise PoisonMessage("undecodable", f"invalid JSON: {e}") from None
+    outer, mid, inner = (
+        ("resourceSpans", "scopeSpans", "spans")
+        if kind == "traces"
+        else ("resourceLogs", "scopeLogs", "logRecords")
+    )
+    if not isinstance(doc, dict):
+        raise PoisonMessage("not_otlp", f"expected a JSON object with {outer!r}")
+    try:
+        for i, rs in enumerate(doc.get(outer) or []):
+            for j, ss in enumerate(rs.get(mid) or []):
+                for k, s in enumerate(ss.get(inner) or []):
+                    _hex_ids_to_b64(s, f"{outer}[{i}].{mid}[{j}].{inner}[{k}]")
+                    for li, link in enumerate(s.get("links") or []):
+                        _hex_ids_to_b64(link, f"{outer}[{i}].{mid}[{j}].{inner}[{k}].links[{li}]")
+        msg = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
+        json_format.ParseDict(doc, msg, ignore_unknown_fields=True, max_recursion_depth=64)
+        return msg
+    except PoisonMessage:
+        raise
+    except (json_format.ParseError, AttributeError, TypeError, ValueError, RecursionError) as e:
+        raise PoisonMessage("not_otlp", f"JSON is not an OTLP {kind} request: {e}") from None
+
+
+def _parse(data: bytes, encoding: Encoding, kind: Literal["traces", "logs"], max_bytes: int) -> Any:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise PoisonMessage("undecodable", f"message value is {type(data).__name__}, not bytes")
+    if len(data) > max_bytes:
+        raise PoisonMessage("too_large", f"{len(data)} bytes exceeds the limit of {max_bytes}")
+    if encoding == "otlp_json" or (data[:1] == b"{"):
+        # a JSON object cannot be a valid OTLP protobuf request (0x7b is field 15, wire type 3)
+        return _json_request(bytes(data), kind)
+    msg = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
+    try:
+        msg.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise PoisonMessage("undecodable", f"not an OTLP protobuf {kind} request: {e}") from None
+    return msg
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def decode_traces(
+    data: bytes,
+    encoding: Encoding = "otlp_proto",
+    *,
+    wanted: frozenset[str] = BASE_WANTED,
+    max_bytes: int = 8 * 1024 * 1024,
+) -> DecodedBatch:
+    """Decode one ``ExportTraceServiceRequest`` into :class:`SpanRecord` s.
+
+    Raises :class:`PoisonMessage` when the message can never be processed. Spans with invalid
+    ids (wrong length or all zeros) are dropped and counted in ``invalid``; when every span of a
+    non-empty request is invalid the message is poison (``invalid_ids``).
+    """
+    req = _parse(data, encoding, "traces", max_bytes)
+    out = DecodedBatch()
+    spans = out.spans
+    for rs in req.resource_spans:
+        service = _service(rs.resource)
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                tid, sid = s.trace_id, s.span_id
+                if len(tid) != 16 or len(sid) != 8 or tid == _ZERO_TRACE or sid == _ZERO_SPAN:
+                    out.invalid += 1
+                    continue
+                spans.append(
+                    SpanRecord(
+                        tid,
+                        sid,
+                        s.parent_span_id,
+                        s.name,
+                        s.start_time_unix_nano,
+                        s.end_time_unix_nano,
+                        s.status.code == STATUS_CODE_ERROR,
+                        service,
+                        _wanted(s.attributes, wanted),
+                        s,
+                    )
+                )
+    if out.invalid and not spans:
+        raise PoisonMessage("invalid_ids", f"all {out.invalid} spans have invalid trace/span ids")
+    return out
+
+
+def log_event_name(rec: Any) -> str:
+    """The event name of a log record: the ``event_name`` field, else the ``event.name`` attribute."""
+    name = getattr(rec, "event_name", "")
+    if name:
+        return str(name)
+    for kv in rec.attributes:
+        if kv.key == C.EVENT_NAME:
+            v = any_value(kv.value)
+            return v if isinstance(v, str) else ""
+    return ""
+
+
+#: log events that carry GenAI message content (joined to their spans by the assembly)
+GENAI_LOG_EVENTS: frozenset[str] = frozenset(
+    {
+        C.EVENT_GEN_AI_USER_MESSAGE,
+        C.EVENT_GEN_AI_SYSTEM_MESSAGE,
+        C.EVENT_GEN_AI_ASSISTANT_MESSAGE,
+        C.EVENT_GEN_AI_TOOL_MESSAGE,
+        C.EVENT_GEN_AI_CHOICE,
+        C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS,
+    }
+)
+
+
+def decode_logs(
+    data: bytes,
+    encoding: Encoding = "otlp_proto",
+    *,
+    max_bytes: int = 8 * 1024 * 1024,
+) -> DecodedBatch:
+    """Decode one ``ExportLogsServiceRequest``, keeping only GenAI event records tied to a span.
+
+    Log records without a trace/span id or with an unrelated event name are ignored (they are
+    ordinary application logs, not poison).
+    """
+    req = _parse(data, encoding, "logs", max_bytes)
+    out = DecodedBatch()
+    for rl in req.resource_logs:
+        for sl in rl.scope_logs:
+            for r in sl.log_records:
+                tid, sid = r.trace_id, r.span_id
+                if len(tid) != 16 or len(sid) != 8 or tid == _ZERO_TRACE or sid == _ZERO_SPAN:
+                    continue
+                name = log_event_name(r)
+                if name not in GENAI_LOG_EVENTS:
+                    continue
+                out.logs.append(LogRef(tid, sid, name, r.time_unix_nano, r))
+    return out

@@ -1,0 +1,206 @@
+"""First stage: re-key spans and GenAI log records by trace id into the evaluator's own topic.
+
+Why: collectors that cannot key Kafka messages by trace id (rotel, the official collector
+without ``partition_traces_by_id``) write batches holding spans of many traces to random
+partitions, so spans of one trace reach different consumers and no consumer sees the whole
+trace. This stage consumes the collector's topics in its own consumer group, splits every
+export request by trace id, and produces one request per trace (resource and scope preserved)
+to ``KafkaSettings.rekeyed_topic`` keyed by the 16-byte trace id; Kafka's key partitioner then
+sends every span and log record of a trace to the same partition, hence to one evaluator.
+The header ``nexagauge.signal`` (``traces``/``logs``) tells the evaluator how to decode it.
+
+When to skip it (``OnlineSettings.rekey = false``): when the producer already keys messages by
+trace id into the topic the evaluator reads, e.g. the official OpenTelemetry collector's Kafka
+exporter with ``partition_traces_by_id: true`` (and ``partition_logs_by_trace_id: true`` for
+logs). Then the evaluator reads the collector's topics directly.
+
+Delivery: a source message is committed only after every request produced from it is acknowledged
+by the broker (at-least-once; a crash re-produces, and the evaluator deduplicates spans by id).
+
+Example:
+    >>> from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    >>> req = ExportTraceServiceRequest()
+    >>> ss = req.resource_spans.add().scope_spans.add()
+    >>> for t in (b"a" * 16, b"b" * 16, b"a" * 16):
+    ...     s = ss.spans.add(); s.trace_id = t; s.span_id = b"s" * 8
+    >>> sorted((k[:1], len(ExportTraceServiceRequest.FromString(v).resource_spans[0]
+    ...     .scope_spans[0].spans)) for k, v in split_traces(req).items())
+    [(b'a', 2), (b'b', 1)]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from nexagauge.online.decode import PoisonMessage, _parse
+from nexagauge.online.dlq import DeadLetters
+from nexagauge.online.offsets import OffsetTracker
+from nexagauge.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SIGNAL_HEADER = "nexagauge.signal"
+SIGNAL_TRACES = b"traces"
+SIGNAL_LOGS = b"logs"
+
+
+def split_traces(req: Any) -> dict[bytes, bytes]:
+    """Split an ``ExportTraceServiceRequest`` into one serialized request per trace id."""
+    out: dict[bytes, Any] = {}
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            per: dict[bytes, Any] = {}
+            for s in ss.spans:
+                tid = s.trace_id
+                if len(tid) != 16:
+                    continue
+                dst = per.get(tid)
+                if dst is None:
+                    r = out.get(tid)
+                    if r is None:
+                        r = out[tid] = ExportTraceServiceRequest()
+                    nrs = r.resource_spans.add()
+                    nrs.resource.CopyFrom(rs.resource)
+                    nrs.schema_url = rs.schema_url
+                    dst = per[tid] = nrs.scope_spans.add()
+                    dst.scope.CopyFrom(ss.scope)
+                    dst.schema_url = ss.schema_url
+                dst.spans.add().CopyFrom(s)
+    return {k: v.SerializeToString() for k, v in out.items()}
+
+
+def split_logs(req: Any) -> dict[bytes, bytes]:
+    """Split an ``ExportLogsServiceRequest`` by trace id (records without one are dropped)."""
+    out: dict[bytes, Any] = {}
+    for rl in req.resource_logs:
+        for sl in rl.scope_logs:
+            per: dict[bytes, Any] = {}
+            for rec in sl.log_records:
+                tid = rec.trace_id
+                if len(tid) != 16:
+                    continue
+                dst = per.get(tid)
+                if dst is None:
+                    r = out.get(tid)
+                    if r is None:
+                        r = out[tid] = ExportLogsServiceRequest()
+                    nrl = r.resource_logs.add()
+                    nrl.resource.CopyFrom(rl.resource)
+                    dst = per[tid] = nrl.scope_logs.add()
+                    dst.scope.CopyFrom(sl.scope)
+                dst.log_records.add().CopyFrom(rec)
+    return {k: v.SerializeToString() for k, v in out.items()}
+
+
+class RekeyStage:
+    """The consumer-loop handler of the re-key stage (see module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        producer: AIOKafkaProducer,
+        dlq: DeadLetters,
+        metrics: Any = None,
+        *,
+        max_pending: int = 2000,
+    ) -> None:
+        self.settings = settings
+        self.k = settings.kafka
+        self.producer = producer
+        self.dlq = dlq
+        self.metrics = metrics
+        self.tracker = OffsetTracker()
+        self._pending: set[asyncio.Future[Any]] = set()
+        self.max_pending = max_pending
+        self.produced = 0
+        self.poison = 0
+
+    def _signal(self, topic: str) -> bytes:
+        return SIGNAL_LOGS if topic == self.k.logs_topic else SIGNAL_TRACES
+
+    async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
+        key = (tp.topic, tp.partition)
+        signal = self._signal(tp.topic)
+        for rec in records:
+            self.tracker.begin(key, rec.offset)
+            try:
+                if signal == SIGNAL_LOGS:
+                    req = _parse(rec.value, self.k.encoding, "logs", self.k.max_message_bytes)
+                    parts = split_logs(req)
+                else:
+                    req = _parse(rec.value, self.k.encoding, "traces", self.k.max_message_bytes)
+                    parts = split_traces(req)
+            except PoisonMessage as p:
+                self.poison += 1
+                self._track(key, rec.offset, self._dead_letter(rec, p))
+                continue
+            for tid, payload in parts.items():
+                fut = await self.producer.send(
+                    self.k.rekeyed_topic,
+                    value=payload,
+                    key=tid,
+                    headers=[(SIGNAL_HEADER, signal)],
+                )
+                self.produced += 1
+                self._track(key, rec.offset, fut)
+            self.tracker.release(key, rec.offset)
+
+    async def _dead_letter(self, rec: ConsumerRecord[Any, Any], p: PoisonMessage) -> None:
+        if self.metrics is not None:
+            self.metrics.dead_lettered(p.reason)
+        await self.dlq.poison(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            key=rec.key,
+            value=rec.value,
+            reason=p.reason,
+            detail=p.detail,
+        )
+
+    def _track(self, key: tuple[str, int], offset: int, aw: Any) -> None:
+        fut = asyncio.ensure_future(aw)
+        self.tracker.acquire(key, offset)
+        epoch = self.tracker.epoch(key)
+        self._pending.add(fut)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            self._pending.discard(f)
+            if f.cancelled():
+                return
+            if f.exception() is not None:
+                # not released: the offset never commits, and the message is re-read after a
+                # restart or rebalance (at-least-once); the producer already retried internally
+                log.error("re-key produce failed for %s@%d: %s", key, offset, f.exception())
+                return
+            self.tracker.release(key, offset, epoch)
+
+        fut.add_done_callback(done)
+
+    async def tick(self) -> None:
+        return None
+
+    def saturated(self) -> bool:
+        return len(self._pending) >= self.max_pending
+
+    def revoked(self, tps: Sequence[TopicPartition]) -> None:
+        return None  # pending sends still complete; their releases hit dropped partitions
+
+    async def drain(self, timeout_s: float) -> None:
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=timeout_s)
+
+    def report_lag(self, tp: TopicPartition, lag: int) -> None:
+        if self.metrics is not None:
+            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
+
+    def forget_lag(self, tp: TopicPartition) -> None:
+        if self.metrics is not None:
+            self.metrics.forget_partition(tp.topic, tp.partition)

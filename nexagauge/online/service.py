@@ -1,0 +1,642 @@
+"""The online evaluator: consumer -> assembly -> extraction -> sampling -> graph -> emit -> commit.
+
+:class:`EvaluatorStage` is the consumer-loop handler of the evaluation stage:
+
+1. ``handle``: decode each message lazily (spans, or GenAI log records), poison -> DLQ; add spans
+   and records to the :class:`~nexagauge.online.assembly.TraceBuffer`; every trace a message
+   feeds holds a reference on its offset (:class:`~nexagauge.online.offsets.OffsetTracker`).
+2. ``tick``: hand completed traces on; a trace no rule can sample is done at once (cheap
+   pre-check on eagerly decoded fields); otherwise its cases are extracted, each case is sampled
+   (:class:`~nexagauge.online.sampling.Sampler`) and checked against the hard limits
+   (:class:`~nexagauge.online.sampling.Limiter`); every skip is counted by reason.
+3. Sampled cases run through the same node graph as the CLI (``Executor.run_case``), at most
+   ``max_in_flight`` at once; above that the loop pauses the partitions (backpressure).
+4. Each result goes to the emitter (evaluation span + Prometheus, idempotent per
+   ``(trace, span, metric, config fingerprint)``), retried with backoff; failed evaluations also
+   get a DLQ record. Only then is the trace done and its offsets released.
+
+:class:`OnlineService` wires the Kafka clients, both stages, metrics and the HTTP endpoints, and
+implements the SIGTERM path (drain, commit, leave the group).
+
+Example (not run: needs a broker)::
+
+    svc = OnlineService(load_settings())
+    await svc.start()
+    await svc.run_until(stop_event)   # returns after a graceful drain
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiokafka import ConsumerRecord, TopicPartition
+
+from nexagauge.emit.target import EvaluationTarget, config_fingerprint
+from nexagauge.graph.executor import CaseResult, Executor
+from nexagauge.graph.planner import plan
+from nexagauge.graph.runtime import Runtime
+from nexagauge.online.assembly import Trace, TraceBuffer
+from nexagauge.online.decode import (
+    BASE_WANTED,
+    PoisonMessage,
+    decode_logs,
+    decode_traces,
+)
+from nexagauge.online.dlq import DeadLetters
+from nexagauge.online.extract import TRACELOOP_SESSION_ID, ExtractedCase, extract_cases_with_errors
+from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
+from nexagauge.online.sampling import Decision, Limiter, Sampler
+from nexagauge.sdk import conventions as C
+from nexagauge.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_CONVERSATION_KEYS = (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSION_ID)
+
+
+class EmitterLike(Protocol):
+    async def emit(self, target: EvaluationTarget, result: CaseResult) -> Any: ...
+
+
+@dataclass
+class _Active:
+    """A trace being evaluated: released when its last case is emitted or dead-lettered."""
+
+    trace: Trace
+    remaining: int = 0
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+@dataclass
+class StageStats:
+    """Plain counters (tests and benchmarks read them; Prometheus gets the same via metrics)."""
+
+    messages: int = 0
+    spans: int = 0
+    logs: int = 0
+    poison: int = 0
+    traces_done: int = 0
+    not_sampled: int = 0
+    sampled: int = 0
+    evaluated: int = 0
+    failed: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+class EvaluatorStage:
+    """The evaluation stage handler (see module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtime: Runtime,
+        emitter: EmitterLike,
+        *,
+        metrics: Any = None,
+        dlq: DeadLetters | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        signal_for: Callable[[ConsumerRecord[Any, Any]], str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.o = settings.online
+        self.k = settings.kafka
+        self.runtime = runtime
+        self.emitter = emitter
+        self.metrics = metrics
+        self.dlq = dlq
+        self.clock = clock
+        self.tracker = OffsetTracker()
+        self.buffer = TraceBuffer(
+            grace_s=self.o.trace_grace_s,
+            inactivity_s=self.o.trace_inactivity_s,
+            max_traces=self.o.max_buffered_traces,
+            max_spans=self.o.max_buffered_spans,
+        )
+        self.sampler = Sampler(settings.sampling)
+        self.limiter = Limiter(settings.sampling, clock=clock)
+        self.wanted = BASE_WANTED | self.sampler.attribute_keys | {TRACELOOP_SESSION_ID}
+        self.stats = StageStats()
+        self._signal_for = signal_for or self._default_signal
+        self._active: dict[bytes, _Active] = {}
+        self._side: set[asyncio.Task[Any]] = set()
+        self._in_flight = 0
+        self._sem = asyncio.Semaphore(self.o.max_in_flight)
+        self._executors: dict[tuple[str, ...] | None, tuple[Executor, str]] = {}
+        self._evicted_seen: dict[str, int] = {}
+        self._late_seen = 0
+
+    # -- decoding ---------------------------------------------------------------------------
+    def _default_signal(self, rec: ConsumerRecord[Any, Any]) -> str:
+        for k, v in rec.headers or ():
+            if k == SIGNAL_HEADER:
+                return "logs" if v == SIGNAL_LOGS else "traces"
+        return "logs" if rec.topic == self.k.logs_topic else "traces"
+
+    async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
+        key = (tp.topic, tp.partition)
+        now = self.clock()
+        n_spans = 0
+        buf, tracker = self.buffer, self.tracker
+        for rec in records:
+            off = rec.offset
+            tracker.begin(key, off)
+            self.stats.messages += 1
+            try:
+                if self._signal_for(rec) == "logs":
+                    batch = decode_logs(
+                        rec.value, self.k.encoding, max_bytes=self.k.max_message_bytes
+                    )
+                    src = (tp.topic, tp.partition, off)
+                    for lg in batch.logs:
+                        if buf.add_log(lg, src, now) == "new":
+                            tracker.acquire(key, off)
+                    self.stats.logs += len(batch.logs)
+                else:
+                    batch = decode_traces(
+                        rec.value,
+                        self.k.encoding,
+                        wanted=self.wanted,
+                        max_bytes=self.k.max_message_bytes,
+                    )
+                    src = (tp.topic, tp.partition, off)
+                    for sp in batch.spans:
+                        if buf.add_span(sp, src, now) == "new":
+                            tracker.acquire(key, off)
+                    n_spans += len(batch.spans)
+            except PoisonMessage as p:
+                self._poison(rec, key, p)
+            tracker.release(key, off)
+        self.stats.spans += n_spans
+        if self.metrics is not None:
+            self.metrics.messages_consumed(tp.topic, len(records))
+            if n_spans:
+                self.metrics.spans_consumed(tp.topic, n_spans)
+
+    def _poison(
+        self, rec: ConsumerRecord[Any, Any], key: tuple[str, int], p: PoisonMessage
+    ) -> None:
+        self.stats.poison += 1
+        log.warning("poison message %s/%d@%d: %s", rec.topic, rec.partition, rec.offset, p)
+        if self.metrics is not None:
+            self.metrics.dead_lettered(p.reason)
+        if self.dlq is None:
+            return  # no DLQ configured (unit tests): the message is simply done
+        self.tracker.acquire(key, rec.offset)
+        epoch = self.tracker.epoch(key)
+        coro = self.dlq.poison(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            key=rec.key,
+            value=rec.value,
+            reason=p.reason,
+            detail=p.detail,
+        )
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                self.tracker.release(key, rec.offset, epoch)
+            elif not f.cancelled():
+                log.error("dead-lettering %s@%d failed: %s", key, rec.offset, f.exception())
+
+        self._spawn(coro, done)
+
+    def _spawn(self, coro: Any, done: Callable[[asyncio.Future[Any]], None] | None = None) -> None:
+        t = asyncio.ensure_future(coro)
+        self._side.add(t)
+        t.add_done_callback(self._side.discard)
+        if done is not None:
+            t.add_done_callback(done)
+
+    # -- completion -------------------------------------------------------------------------
+    async def tick(self) -> None:
+        now = self.clock()
+        for trace, trigger in self.buffer.poll(now):
+            if self.metrics is not None:
+                self.metrics.trace_assembled(trigger)
+            self._start(trace)
+        m = self.metrics
+        if m is not None:
+            m.set_buffer(len(self.buffer), self.buffer.n_spans)
+            if self.buffer.late != self._late_seen:
+                m.late_spans(self.buffer.late - self._late_seen)
+                self._late_seen = self.buffer.late
+            for reason, n in self.buffer.evicted.items():
+                seen = self._evicted_seen.get(reason, 0)
+                if n != seen:
+                    m.trace_evicted(reason, n - seen)
+                    self._evicted_seen[reason] = n
+            m.set_in_flight(self._in_flight)
+            for window in ("hour", "day"):
+                rem = self.limiter.remaining(window)
+                if rem is not None:
+                    m.set_budget(window, rem, rem <= 0)
+
+    def _finish(self, trace: Trace) -> None:
+        self.stats.traces_done += 1
+        for topic, part, off in trace.sources:
+            self.tracker.release((topic, part), off)
+        trace.sources = set()
+
+    def _skip(self, reason: str) -> None:
+        self.stats.skip(reason)
+        if self.metrics is not None:
+            self.metrics.skip(reason)
+
+    def _start(self, trace: Trace) -> None:
+        spans = trace.spans.values()
+        convs = [
+            v for s in spans for k in _CONVERSATION_KEYS if isinstance(v := s.marks.get(k), str)
+        ]
+        if not self.sampler.may_sample(
+            trace.trace_id,
+            ((s.service, s.name, s.marks) for s in spans),
+            error=trace.error,
+            conversation_ids=convs,
+        ):
+            self.stats.not_sampled += 1
+            if self.metrics is not None:
+                self.metrics.trace_not_sampled()
+            self._finish(trace)
+            return
+        try:
+            cases, errors = extract_cases_with_errors(trace, self.o.evaluate_spans)
+        except Exception:  # a bug in a reader must not stop the consumer
+            log.exception("case extraction failed for trace %s", trace.trace_id.hex())
+            cases, errors = [], []
+            self._skip("extract_error")
+        for _span, err in errors:
+            log.info("no case for span: %s", err)
+            self._skip("invalid_case")
+        if not cases:
+            if not errors:
+                self._skip("no_case")
+            self._finish(trace)
+            return
+        active = _Active(trace)
+        any_sampled = False
+        for ec in cases:
+            d = self.sampler.decide(
+                trace.trace_id,
+                service=ec.span.service,
+                span_name=ec.span.name,
+                attrs=ec.attrs,
+                error=trace.error,
+                conversation_id=ec.conversation_id,
+            )
+            if not d.sampled:
+                continue
+            any_sampled = True
+            why = self.limiter.try_acquire()
+            if why is not None:
+                self._skip(why)
+                continue
+            self.stats.sampled += 1
+            if self.metrics is not None:
+                self.metrics.trace_sampled(d.rule)
+            active.remaining += 1
+            self._in_flight += 1
+            task = asyncio.ensure_future(self._evaluate(active, ec, d))
+            active.tasks.add(task)
+        if not any_sampled:
+            self.stats.not_sampled += 1
+            if self.metrics is not None:
+                self.metrics.trace_not_sampled()
+        if active.remaining == 0:
+            self._finish(trace)
+        else:
+            self._active[trace.trace_id] = active
+
+    def _executor(self, nodes: tuple[str, ...] | None) -> tuple[Executor, str]:
+        key = nodes if nodes is not None else (tuple(self.o.nodes) if self.o.nodes else None)
+        hit = self._executors.get(key)
+        if hit is None:
+            p = plan(self.o.target, only=key)
+            ex = Executor(self.runtime, p, max_in_flight=self.o.max_in_flight)
+            judge = self.settings.judge.model if self.runtime.judge is not None else None
+            knobs = {
+                "target": self.o.target,
+                "thresholds": dict(self.settings.run.thresholds),
+                "default_threshold": self.settings.run.default_threshold,
+                "judge_kind": self.runtime.judge_kind,
+            }
+            hit = self._executors[key] = (ex, config_fingerprint(p.metric_nodes, knobs, judge))
+        return hit
+
+    async def _evaluate(self, active: _Active, ec: ExtractedCase, d: Decision) -> None:
+        cost = 0.0
+        try:
+            ex, fp = self._executor(d.nodes)
+            target = EvaluationTarget(
+                trace_id=ec.span.trace_hex,
+                span_id=ec.span.span_hex,
+                service=ec.span.service,
+                span_name=ec.span.name,
+                end_time_unix_nano=int(ec.span.end_ns),
+                model=ec.model,
+                conversation_id=ec.conversation_id,
+                sampling_rule=d.rule,
+                config_fingerprint=fp,
+            )
+            async with self._sem:
+                result = await ex.run_case(ec.case, 0)
+            cost = result.cost.cost
+            errors = _errors(result)
+            await self._emit(target, result)
+            if errors:
+                self.stats.failed += 1
+                if self.dlq is not None:
+                    await self.dlq.failed_evaluation(
+                        trace_id=target.trace_id,
+                        span_id=target.span_id,
+                        config_fingerprint=fp,
+                        errors=errors,
+                    )
+                    if self.metrics is not None:
+                        self.metrics.dead_lettered("evaluation_failed")
+            else:
+                self.stats.evaluated += 1
+            self._done_case(active)
+        except asyncio.CancelledError:
+            raise  # drain deadline: not released -> not committed -> re-delivered
+        except Exception as e:
+            log.exception("evaluation of %s failed", ec.case.case_id)
+            self.stats.failed += 1
+            ok = await self._dead_letter_failure(ec, str(e))
+            if ok:
+                self._done_case(active)
+        finally:
+            self.limiter.finish(cost)
+            self._in_flight -= 1
+
+    async def _emit(self, target: EvaluationTarget, result: CaseResult) -> None:
+        delay = 0.2
+        for attempt in range(1, self.o.emit_attempts + 1):
+            try:
+                await self.emitter.emit(target, result)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if attempt == self.o.emit_attempts:
+                    raise RuntimeError(f"emit failed after {attempt} attempts: {e}") from e
+                await asyncio.sleep(delay)
+                delay *= 2
+
+    async def _dead_letter_failure(self, ec: ExtractedCase, error: str) -> bool:
+        if self.dlq is None:
+            return True
+        try:
+            await self.dlq.failed_evaluation(
+                trace_id=ec.span.trace_hex,
+                span_id=ec.span.span_hex,
+                config_fingerprint="",
+                errors={"pipeline": error},
+                reason="emit_failed",
+            )
+        except Exception:
+            log.exception("could not dead-letter the failed evaluation of %s", ec.case.case_id)
+            return False  # keep the offset: re-delivered after a restart
+        if self.metrics is not None:
+            self.metrics.dead_lettered("emit_failed")
+        return True
+
+    def _done_case(self, active: _Active) -> None:
+        active.remaining -= 1
+        if active.remaining == 0:
+            self._active.pop(active.trace.trace_id, None)
+            self._finish(active.trace)
+
+    # -- consumer-loop hooks ----------------------------------------------------------------
+    def saturated(self) -> bool:
+        return self._in_flight >= self.o.max_in_flight
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def revoked(self, tps: Sequence[TopicPartition]) -> None:
+        by_topic: dict[str, set[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, set()).add(tp.partition)
+        for topic, parts in by_topic.items():
+            self.buffer.drop_sources(topic, parts)
+            for a in self._active.values():
+                a.trace.sources = {
+                    s for s in a.trace.sources if not (s[0] == topic and s[1] in parts)
+                }
+
+    async def drain(self, timeout_s: float) -> None:
+        tasks = [t for a in self._active.values() for t in a.tasks if not t.done()]
+        tasks += [t for t in self._side if not t.done()]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            log.warning(
+                "drain deadline: %d evaluations cancelled (re-delivered later)", len(pending)
+            )
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def report_lag(self, tp: TopicPartition, lag: int) -> None:
+        if self.metrics is not None:
+            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
+
+    def forget_lag(self, tp: TopicPartition) -> None:
+        if self.metrics is not None:
+            self.metrics.forget_partition(tp.topic, tp.partition)
+
+
+def _errors(result: CaseResult) -> dict[str, str]:
+    """Node -> error of a result (node failures and metrics without a score)."""
+    out: dict[str, str] = {}
+    if result.error:
+        out["case"] = result.error
+    for name, o in result.outcomes.items():
+        if o.status == "error":
+            out[name] = o.reason or "error"
+            continue
+        for m in getattr(o.output, "metrics", None) or []:
+            err = getattr(m, "error", None)
+            if err and getattr(m, "score", 1) is None:
+                out[f"{name}.{getattr(m, 'name', '?')}"] = str(err)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the service
+# --------------------------------------------------------------------------------------------
+class OnlineService:
+    """Both stages, the Kafka clients, the emitter and the HTTP endpoints of one process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        runtime: Runtime | None = None,
+        emitter: EmitterLike | None = None,
+        metrics: Any = None,
+        serve_http: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.emitter = emitter
+        self.metrics = metrics
+        self.serve_http = serve_http
+        self.loops: list[Any] = []
+        self.stage: EvaluatorStage | None = None
+        self.rekey_stage: Any = None
+        self._producer: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._http: Any = None
+        self.ready = False
+
+    async def _ensure_topics(self) -> None:
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+        from aiokafka.errors import TopicAlreadyExistsError
+
+        from nexagauge.online.consumer import client_kwargs
+
+        k = self.settings.kafka
+        wanted = [k.dlq_topic] + ([k.rekeyed_topic] if self.settings.online.rekey else [])
+        admin = AIOKafkaAdminClient(**client_kwargs(k))
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            new = [
+                NewTopic(
+                    t, num_partitions=k.topic_partitions, replication_factor=k.replication_factor
+                )
+                for t in wanted
+                if t not in existing
+            ]
+            if new:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics(new)
+        finally:
+            await admin.close()
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        from nexagauge.online.consumer import ConsumerLoop, client_kwargs
+        from nexagauge.online.rekey import RekeyStage
+
+        s = self.settings
+        k, o = s.kafka, s.online
+        if self.metrics is None:
+            from nexagauge.emit.prometheus import EvaluatorMetrics
+
+            self.metrics = EvaluatorMetrics.from_settings(s.emit)
+        if self.runtime is None:
+            self.runtime = Runtime.create(s)
+        if self.emitter is None:
+            self.emitter = _default_emitter(s, self.metrics)
+        if k.create_topics:
+            await self._ensure_topics()
+        self._producer = AIOKafkaProducer(
+            max_request_size=k.max_message_bytes,
+            acks="all",
+            linger_ms=5,
+            **client_kwargs(k),
+        )
+        await self._producer.start()
+        secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
+        dlq = DeadLetters(self._producer, k.dlq_topic, secrets)
+        self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
+        if o.rekey:
+            self.rekey_stage = RekeyStage(s, self._producer, dlq, self.metrics)
+            src = [k.traces_topic] + ([k.logs_topic] if o.consume_logs else [])
+            self.loops.append(ConsumerLoop(k, src, f"{k.group_id}-rekey", self.rekey_stage))
+            eval_topics = [k.rekeyed_topic]
+        else:
+            eval_topics = [k.traces_topic] + ([k.logs_topic] if o.consume_logs else [])
+        self.loops.append(
+            ConsumerLoop(
+                k, eval_topics, k.group_id, self.stage, commit_interval_s=o.commit_interval_s
+            )
+        )
+        for lp in self.loops:
+            await lp.start()
+        self._tasks = [asyncio.ensure_future(lp.run()) for lp in self.loops]
+        if self.serve_http:
+            self._http = await _start_http(s, self.metrics, self)
+        self.ready = True
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set (or a loop dies), then shut down gracefully."""
+        waiter = asyncio.ensure_future(stop.wait())
+        try:
+            done, _ = await asyncio.wait(
+                [waiter, *self._tasks], return_when=asyncio.FIRST_COMPLETED
+            )
+            for t in done:
+                if t is not waiter and t.exception() is not None:
+                    log.error("consumer loop died: %r", t.exception())
+        finally:
+            waiter.cancel()
+            await self.stop()
+
+    async def stop(self) -> None:
+        """SIGTERM path: stop fetching, drain in flight, commit, leave the groups, flush."""
+        self.ready = False
+        drain = self.settings.online.drain_timeout_s
+        for lp in reversed(self.loops):  # the evaluator first: it may still need the producer
+            try:
+                await lp.stop(drain)
+            except Exception:
+                log.exception("stopping a consumer loop failed")
+        for t in self._tasks:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.loops, self._tasks = [], []
+        close = getattr(self.emitter, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        if self._http is not None:
+            with contextlib.suppress(Exception):
+                await _stop_http(self._http)
+            self._http = None
+        if self.runtime is not None:
+            await self.runtime.aclose()
+
+
+def _default_emitter(settings: Settings, metrics: Any) -> EmitterLike:
+    from nexagauge.emit.emitter import Emitter
+
+    factory = getattr(Emitter, "from_settings", None)
+    if factory is not None:
+        return factory(settings, metrics=metrics)
+    return Emitter(settings=settings, metrics=metrics)
+
+
+async def _start_http(settings: Settings, metrics: Any, service: OnlineService) -> Any:
+    from nexagauge.emit import http as emit_http  # type: ignore[attr-defined]
+
+    start = emit_http.start_server
+    return await start(settings.emit, metrics, ready=lambda: service.ready)
+
+
+async def _stop_http(server: Any) -> None:
+    stop = getattr(server, "aclose", None) or getattr(server, "stop", None)
+    if stop is not None:
+        res = stop()
+        if asyncio.iscoroutine(res):
+            await res
