@@ -1,0 +1,232 @@
+"""The evaluator's HTTP endpoint: ``/metrics``, ``/healthz``, ``/readyz`` on asyncio streams.
+
+No framework (stdlib ``asyncio.start_server``): one request per connection, ``GET``/``HEAD`` only,
+request head bounded (8 KiB) and timed out (10 s), so a slow or hostile client cannot hold the
+event loop or memory. Binds to ``EmitSettings.metrics_host`` (loopback by default) and
+``metrics_port`` (0 picks a free port: see :attr:`MetricsServer.port`).
+
+* ``/metrics``: the registry, in OpenMetrics (with exemplars) when the ``Accept`` header asks for
+  ``application/openmetrics-text`` (Prometheus does), else the classic text format. Rendering
+  runs in a worker thread.
+* ``/healthz``: 200 while the process and its event loop answer.
+* ``/readyz``: 200 when the readiness callback says ready (the consumer: partitions assigned and
+  not stalled), else 503 with the callback's reason. The callback may be sync or async and return
+  a ``bool`` or ``(bool, reason)``; an exception means not ready.
+
+Example:
+    >>> import asyncio
+    >>> from nexagauge.emit.prometheus import EvaluatorMetrics
+    >>> async def main():
+    ...     srv = MetricsServer(EvaluatorMetrics(), host="127.0.0.1", port=0)
+    ...     await srv.start()
+    ...     r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+    ...     w.write(b"GET /healthz HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+    ...     line = await r.readline()
+    ...     w.close()
+    ...     await srv.stop()
+    ...     return line
+    >>> asyncio.run(main())
+    b'HTTP/1.1 200 OK\\r\\n'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+from nexagauge.emit.prometheus import EvaluatorMetrics, exposition
+
+log = logging.getLogger(__name__)
+
+ReadinessResult: TypeAlias = bool | tuple[bool, str]
+#: The consumer's readiness check (sync or async).
+Readiness: TypeAlias = Callable[[], ReadinessResult | Awaitable[ReadinessResult]]
+
+MAX_HEAD_BYTES = 8 * 1024
+HEAD_TIMEOUT_S = 10.0
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_TEXT = "text/plain; charset=utf-8"
+
+
+class MetricsServer:
+    """Serves the evaluator's metrics and health endpoints (see module docstring).
+
+    Args:
+        metrics: the process's :class:`EvaluatorMetrics` (its registry is served).
+        host, port: where to listen (``port=0``: a free port, read :attr:`port` after start).
+        readiness: the consumer's readiness callback; ``None``: ready once started.
+    """
+
+    def __init__(
+        self,
+        metrics: EvaluatorMetrics,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9464,
+        readiness: Readiness | None = None,
+    ) -> None:
+        self.metrics = metrics
+        self.host = host
+        self._port = port
+        self.readiness = readiness
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def from_settings(
+        cls, metrics: EvaluatorMetrics, emit: Any, readiness: Readiness | None = None
+    ) -> MetricsServer:
+        """Build from ``EmitSettings`` (``metrics_host``, ``metrics_port``)."""
+        return cls(metrics, host=emit.metrics_host, port=emit.metrics_port, readiness=readiness)
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when started with port 0)."""
+        if self._server is not None and self._server.sockets:
+            return int(self._server.sockets[0].getsockname()[1])
+        return self._port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind and start serving (returns once listening)."""
+        if self._server is not None:
+            return
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self._port, limit=MAX_HEAD_BYTES
+        )
+        log.info("metrics endpoint on %s", self.url)
+
+    async def stop(self) -> None:
+        """Stop listening and close open connections. Idempotent."""
+        srv, self._server = self._server, None
+        if srv is None:
+            return
+        srv.close()
+        for t in list(self._conns):
+            t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        await srv.wait_closed()
+
+    async def __aenter__(self) -> MetricsServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- request handling ---------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._conns.add(task)
+        try:
+            await self._serve_one(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception:
+            log.exception("metrics endpoint: request failed")
+        finally:
+            if task is not None:
+                self._conns.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+        except asyncio.LimitOverrunError:
+            await self._send(writer, 431, b"request head too large\n", _TEXT, head_only=False)
+            return
+        except (TimeoutError, asyncio.IncompleteReadError):
+            return
+        if len(head) > MAX_HEAD_BYTES:
+            await self._send(writer, 431, b"request head too large\n", _TEXT, head_only=False)
+            return
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            await self._send(writer, 400, b"bad request line\n", _TEXT, head_only=False)
+            return
+        method, target, _version = parts
+        headers: dict[str, str] = {}
+        for ln in lines[1:]:
+            if ":" in ln:
+                k, v = ln.split(":", 1)
+                headers[k.strip().lower()] = v.strip()
+        path = target.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            await self._send(
+                writer, 405, b"only GET and HEAD\n", _TEXT, head_only=False, allow=True
+            )
+            return
+        head_only = method == "HEAD"
+        if path == "/metrics":
+            body, ctype = await asyncio.to_thread(
+                exposition, self.metrics.registry, headers.get("accept")
+            )
+            await self._send(writer, 200, body, ctype, head_only=head_only)
+        elif path == "/healthz":
+            await self._send(writer, 200, b"ok\n", _TEXT, head_only=head_only)
+        elif path == "/readyz":
+            ready, reason = await self._ready()
+            await self._send(
+                writer, 200 if ready else 503, (reason + "\n").encode(), _TEXT, head_only=head_only
+            )
+        else:
+            await self._send(writer, 404, b"not found\n", _TEXT, head_only=head_only)
+
+    async def _ready(self) -> tuple[bool, str]:
+        if self.readiness is None:
+            return True, "ready"
+        try:
+            res = self.readiness()
+            if inspect.isawaitable(res):
+                res = await res
+        except Exception as e:
+            return False, f"readiness check failed: {type(e).__name__}: {e}"
+        if isinstance(res, tuple):
+            ok, why = bool(res[0]), str(res[1])
+            return ok, why or ("ready" if ok else "not ready")
+        return bool(res), "ready" if res else "not ready"
+
+    @staticmethod
+    async def _send(
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        ctype: str,
+        *,
+        head_only: bool,
+        allow: bool = False,
+    ) -> None:
+        head = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            f"Content-Type: {ctype}",
+            f"Content-Length: {len(body)}",
+            "Cache-Control: no-store",
+            "Connection: close",
+        ]
+        if allow:
+            head.append("Allow: GET, HEAD")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        if not head_only:
+            writer.write(body)
+        await writer.drain()

@@ -1,0 +1,266 @@
+"""Emitter: scores, claims, evaluations, latency, judge usage; idempotent per evaluation key."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from nexagauge.emit.dedupe import DedupeJournal, DedupeWindow, key_hash
+from nexagauge.emit.emitter import Emitter, default_journal_path
+from nexagauge.emit.prometheus import EvaluatorMetrics
+from nexagauge.emit.spans import EvaluationSpanWriter
+from nexagauge.graph.executor import CaseResult
+from nexagauge.schema.results import CostEstimate
+from nexagauge.settings import EmitSettings, Settings
+
+from .conftest import END_NS, SPAN_ID, TRACE_ID, judged_result, sample, target
+
+LABELS = {"service": "checkout-bot", "span_name": "chat gpt-4o", "model": "gpt-4o"}
+NOW = END_NS / 1e9 + 4.0  # scores emitted 4 s after the evaluated span ended
+
+
+def make_emitter(settings: Settings | EmitSettings) -> Emitter:
+    return Emitter(
+        EvaluatorMetrics(CollectorRegistry()),
+        EvaluationSpanWriter.in_memory(),
+        settings,
+        clock=lambda: NOW,
+    )
+
+
+def score_count(e: Emitter, metric: str) -> float | None:
+    return sample(e.metrics, "nexagauge_score_count", metric=metric, **LABELS)
+
+
+def evaluations(e: Emitter, status: str = "ok") -> float | None:
+    return sample(e.metrics, "nexagauge_evaluations_total", status=status, **LABELS)
+
+
+async def test_emit_records_everything(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(), judged_result())
+    m = e.metrics
+    assert score_count(e, "answer_relevancy") == 1.0
+    assert sample(m, "nexagauge_score_sum", metric="answer_relevancy", **LABELS) == 0.75
+    assert score_count(e, "grounding") == 1.0
+    claims = "nexagauge_claims_total"
+    assert sample(m, claims, metric="answer_relevancy", verdict="ACCEPTED", **LABELS) == 3.0
+    assert sample(m, claims, metric="answer_relevancy", verdict="REJECTED", **LABELS) == 1.0
+    assert sample(m, claims, metric="grounding", verdict="ACCEPTED", **LABELS) == 1.0
+    assert evaluations(e) == 1.0
+    assert sample(m, "nexagauge_evaluation_latency_seconds_count") == 1.0
+    assert sample(m, "nexagauge_evaluation_latency_seconds_sum") == pytest.approx(4.0)
+    assert sample(m, "nexagauge_last_evaluation_timestamp_seconds") == NOW
+    tok = "nexagauge_judge_tokens_total"
+    j = {"node": "relevance", "model": "gpt-4o-mini"}
+    assert sample(m, tok, **j, direction="input") == 900.0
+    assert sample(m, tok, **j, direction="output") == 120.0
+    assert sample(m, "nexagauge_judge_cost_usd_total", **j) == pytest.approx(0.0021)
+    assert (
+        sample(m, "nexagauge_judge_cost_usd_total", node="grounding", model="gpt-4o-mini") == 0.001
+    )
+    spans = e.spans.memory.get_finished_spans()
+    assert len(spans) == 1
+    assert spans[0].attributes["nexagauge.evaluation.judge_model"] == "gpt-4o-mini"
+    assert spans[0].end_time == int(NOW * 1e9)
+
+
+async def test_emit_twice_counts_once(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(), judged_result())
+    await e.emit(target(), judged_result())
+    assert score_count(e, "answer_relevancy") == 1.0
+    assert evaluations(e) == 1.0
+    assert sample(
+        e.metrics, "nexagauge_judge_cost_usd_total", node="relevance", model="gpt-4o-mini"
+    ) == pytest.approx(0.0021)
+    assert sample(e.metrics, "nexagauge_duplicate_evaluations_total") == 1.0
+    assert len(e.spans.memory.get_finished_spans()) == 1  # not exported again
+
+
+async def test_concurrent_duplicates_count_once(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await asyncio.gather(*(e.emit(target(), judged_result()) for _ in range(5)))
+    assert score_count(e, "answer_relevancy") == 1.0
+    assert sample(e.metrics, "nexagauge_duplicate_evaluations_total") == 4.0
+
+
+async def test_other_span_or_config_is_a_new_evaluation(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(), judged_result())
+    await e.emit(target(span_id="00f067aa0ba902b7"), judged_result())
+    await e.emit(target(config_fingerprint="new-config"), judged_result())
+    assert score_count(e, "answer_relevancy") == 3.0
+    assert evaluations(e) == 3.0
+
+
+async def test_restart_with_journal_counts_once(settings: Settings) -> None:
+    first = make_emitter(settings)
+    await first.emit(target(), judged_result())
+    assert first.journal is not None
+    assert first.journal.path == default_journal_path(settings.cache.dir)
+    assert first.journal.path.exists()
+    # a new process on the same volume: fresh registry, same journal
+    second = make_emitter(settings)
+    await second.emit(target(), judged_result())
+    assert score_count(second, "answer_relevancy") is None
+    assert evaluations(second) is None
+    assert sample(second.metrics, "nexagauge_duplicate_evaluations_total") == 1.0
+    assert second.spans.memory.get_finished_spans() == ()
+    # but a different evaluation is counted
+    await second.emit(target(span_id="00f067aa0ba902b7"), judged_result())
+    assert evaluations(second) == 1.0
+
+
+async def test_restart_without_journal_counts_again(tmp_path: Path) -> None:
+    """What is NOT deduplicated: a restart without a journal (documented)."""
+    s = Settings(cache={"dir": tmp_path}, emit={"dedupe_journal": False})
+    first, second = make_emitter(s), make_emitter(s)
+    await first.emit(target(), judged_result())
+    await second.emit(target(), judged_result())
+    assert score_count(first, "answer_relevancy") == score_count(second, "answer_relevancy") == 1.0
+    assert not (tmp_path / "emit").exists()
+
+
+async def test_failed_metric(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(), judged_result(grounding_error="TimeoutError: judge"))
+    assert evaluations(e, "failed") == 1.0
+    assert evaluations(e, "ok") is None
+    assert score_count(e, "grounding") is None  # no score is never a 0
+    assert score_count(e, "answer_relevancy") == 1.0
+
+
+async def test_case_error_and_skipped_nodes(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(), CaseResult(0, None, error="record 0: output: missing"))
+    assert evaluations(e, "failed") == 1.0
+    res = judged_result(with_summary=False)
+    from nexagauge.graph.executor import NodeOutcome
+    from nexagauge.schema.results import RedteamMetrics
+
+    res.outcomes["redteam"] = NodeOutcome(
+        "redteam", "skipped", "no judge configured", RedteamMetrics()
+    )
+    await e.emit(target(span_id="00f067aa0ba902b7"), res)
+    assert sample(e.metrics, "nexagauge_skipped_total", reason="node_skipped:redteam") == 1.0
+
+
+async def test_cached_nodes_count_as_cached_calls(settings: Settings) -> None:
+    from nexagauge.graph.executor import NodeOutcome
+
+    res = judged_result()
+    o = res.outcomes["relevance"]
+    assert o.output is not None
+    res.outcomes["relevance"] = NodeOutcome(
+        "relevance",
+        "ok",
+        None,
+        o.output.model_copy(update={"cost": CostEstimate()}),
+        cached=True,
+        original_cost=CostEstimate(cost=0.002, input_tokens=900),
+    )
+    e = make_emitter(settings)
+    await e.emit(target(), res)
+    j = {"node": "relevance", "model": "gpt-4o-mini"}
+    assert sample(e.metrics, "nexagauge_judge_calls_total", **j, outcome="cached") == 1.0
+    assert sample(e.metrics, "nexagauge_judge_cost_usd_total", **j) is None  # nothing spent now
+
+
+async def test_local_judge_model_label(settings: Settings) -> None:
+    res = judged_result()
+    summary = res.outcomes["eval"].output
+    res.outcomes["eval"].output = summary.model_copy(update={"judge": "local"})  # type: ignore[union-attr]
+    e = make_emitter(settings)
+    await e.emit(target(), res)
+    assert (
+        sample(
+            e.metrics,
+            "nexagauge_judge_tokens_total",
+            node="relevance",
+            model="local",
+            direction="input",
+        )
+        == 900.0
+    )
+
+
+async def test_emitter_with_emit_settings_only(tmp_path: Path) -> None:
+    e = make_emitter(EmitSettings(dedupe_journal_path=tmp_path / "j"))
+    await e.emit(target(), judged_result())
+    assert (tmp_path / "j").read_text().count("\n") == 3  # evaluation + 2 metrics
+    assert sample(
+        e.metrics, "nexagauge_judge_cost_usd_total", node="relevance", model="unknown"
+    ) == pytest.approx(0.0021)
+    with pytest.raises(TypeError, match="settings"):
+        Emitter(e.metrics, e.spans, {"emit": {}})
+
+
+async def test_journal_write_failure_still_counts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    e = make_emitter(EmitSettings(dedupe_journal_path=blocker / "sub" / "journal"))
+    await e.emit(target(), judged_result())
+    assert evaluations(e) == 1.0
+    assert "journal" in caplog.text
+
+
+async def test_latency_unknown_end_time(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(end_time_unix_nano=0), judged_result())
+    assert sample(e.metrics, "nexagauge_evaluation_latency_seconds_count") == 0.0
+    assert evaluations(e) == 1.0
+
+
+async def test_exemplar_on_emitted_score(settings: Settings) -> None:
+    e = make_emitter(settings)
+    await e.emit(target(), judged_result())
+    text = e.metrics.exposition("application/openmetrics-text")[0].decode()
+    line = next(
+        ln for ln in text.splitlines() if ln.startswith("nexagauge_score_bucket") and "#" in ln
+    )
+    assert f'trace_id="{TRACE_ID}"' in line and f'span_id="{SPAN_ID}"' in line
+
+
+# -- dedupe window / journal ------------------------------------------------------------------
+def test_window_is_bounded_lru() -> None:
+    w = DedupeWindow(3)
+    for k in "abc":
+        assert w.add(k)
+    assert not w.add("a")  # refreshes a
+    assert w.add("d")  # evicts b (least recent)
+    assert "b" not in w and "a" in w and len(w) == 3
+    with pytest.raises(ValueError):
+        DedupeWindow(0)
+
+
+def test_journal_compaction_and_torn_lines(tmp_path: Path) -> None:
+    j = DedupeJournal(tmp_path / "j", capacity=4)
+    hashes = [key_hash(str(i)) for i in range(20)]
+    for h in hashes:
+        j.append([h])
+    lines = (tmp_path / "j").read_text().splitlines()
+    assert len(lines) <= 9  # compacted: never more than 2 x capacity + 1
+    assert lines[-1] == hashes[-1]
+    with open(tmp_path / "j", "a") as f:
+        f.write("deadbe")  # a crash mid-append
+    again = DedupeJournal(tmp_path / "j", capacity=4)
+    assert again.load() == hashes[-4:]
+    assert not os.path.exists(tmp_path / "j.tmp")
+
+
+async def test_window_smaller_than_journal_keeps_newest(tmp_path: Path) -> None:
+    s = EmitSettings(dedupe_journal_path=tmp_path / "j", dedupe_window=3)
+    first = make_emitter(s)
+    await first.emit(target(span_id="0000000000000001"), judged_result())
+    await first.emit(target(span_id="0000000000000002"), judged_result())
+    second = make_emitter(s)
+    await second.emit(target(span_id="0000000000000002"), judged_result())  # newest: deduped
+    await second.emit(target(span_id="0000000000000001"), judged_result())  # aged out: counted
+    assert evaluations(second) == 1.0
