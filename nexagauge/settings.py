@@ -123,8 +123,16 @@ class KafkaSettings(_Section):
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
-    max_message_bytes: int = 8 * 1024 * 1024
-    fetch_max_wait_ms: int = 100
+    max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    fetch_max_wait_ms: int = Field(default=100, ge=0)
+    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100)
+    max_poll_interval_ms: int = Field(default=300_000, ge=1000)
+    #: create the evaluator's own topics (re-keyed spans, dead letters) when missing
+    create_topics: bool = True
+    #: partitions of topics the evaluator creates (the unit of parallelism of the group)
+    topic_partitions: int = Field(default=12, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
 
 
 class SamplingRule(_Section):
@@ -154,14 +162,22 @@ class OnlineSettings(_Section):
 
     target: str = "eval"
     nodes: list[str] | None = None
-    max_in_flight: int = 32
-    trace_grace_s: float = 2.0
-    trace_inactivity_s: float = 30.0
-    max_buffered_traces: int = 10_000
-    max_buffered_spans: int = 200_000
+    #: evaluations running or queued; above it partitions are paused (backpressure)
+    max_in_flight: int = Field(default=32, ge=1)
+    trace_grace_s: float = Field(default=2.0, ge=0)
+    trace_inactivity_s: float = Field(default=30.0, gt=0)
+    max_buffered_traces: int = Field(default=10_000, ge=1)
+    max_buffered_spans: int = Field(default=200_000, ge=1)
+    #: run the re-key stage (off when the producer partitions by trace id, e.g. the official
+    #: collector's Kafka exporter with ``partition_traces_by_id: true``)
     rekey: bool = True
-    drain_timeout_s: float = 20.0
+    #: also consume the logs topic (content events of the official OpenAI instrumentation)
+    consume_logs: bool = True
+    drain_timeout_s: float = Field(default=20.0, ge=0)
     evaluate_spans: Literal["auto", "root", "llm", "all"] = "auto"
+    commit_interval_s: float = Field(default=1.0, gt=0)
+    #: emission attempts (with exponential backoff) before the evaluation is dead-lettered
+    emit_attempts: int = Field(default=3, ge=1)
 
 
 class EmitSettings(_Section):
