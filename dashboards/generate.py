@@ -14,10 +14,13 @@ Usage::
 Layout of what it writes:
 
 - ``dashboards/grafana/dashboards/{relevance-drift,grounding,evaluator-health}.json``
-- ``dashboards/prometheus/rules/recording.yml``: per-route 1 h / 7 d score aggregates, per-bin
-  shares of the score histogram and the PSI drift statistic (see ``docs/deploy.md``)
-- ``dashboards/prometheus/rules/alerts.yml``: alert rules, each with a minimum sample count, a
-  ``for`` duration and a runbook link into ``docs/runbooks.md``
+- ``dashboards/prometheus/rules/scores.yml``: recording rules (per-route 1 h / 7 d score
+  aggregates, per-bin shares of the score histogram, the PSI drift statistic; see
+  ``docs/deploy.md``) followed, in the same group, by the score alerts that read them
+- ``dashboards/prometheus/rules/evaluator.yml``: alerts on the evaluator's health
+
+Every alert has a minimum sample count, a ``for`` duration and a runbook link into
+``docs/runbooks.md``.
 
 Thresholds are constants below; change them here and regenerate (``promtool test rules`` files in
 ``dashboards/prometheus/tests/`` pin the behaviour and must be updated with them).
@@ -105,7 +108,7 @@ def score_bins() -> list[tuple[str, str | None, str]]:
     return out
 
 
-def recording_rules() -> dict[str, Any]:
+def recording_rules() -> list[dict[str, Any]]:
     """Recording rules: windowed score aggregates, bin shares and the PSI drift statistic.
 
     Cost: the 1 h rules read the raw histograms once per evaluation; the 7 d baseline is built
@@ -160,7 +163,7 @@ def recording_rules() -> dict[str, Any]:
     rec("nexagauge:score_psi:1h_vs_7d",
         f"sum by ({SCORE_LABELS}) (({cur} - {base})"
         f" * ln(({cur} + {PSI_EPSILON}) / ({base} + {PSI_EPSILON})))")
-    return {"groups": [{"name": "nexagauge_scores", "rules": r}]}
+    return r
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,9 @@ class Alert:
     anchor: str
     dashboard: str
     labels: dict[str, str] = field(default_factory=dict)
+    #: alerts on recorded score series live in the recording rules' group, after them, so they
+    #: always read this evaluation's values (groups run independently of each other)
+    on_scores: bool = False
 
     def rule(self) -> dict[str, Any]:
         return {
@@ -214,6 +220,7 @@ def alerts() -> list[Alert]:
             "answers are making claims their retrieved context does not support.",
             anchor="grounding-below-floor",
             dashboard="nexagauge-grounding",
+            on_scores=True,
         ),
         Alert(
             name="NexagaugeGroundingDropped",
@@ -235,6 +242,7 @@ def alerts() -> list[Alert]:
             "baseline).",
             anchor="grounding-dropped",
             dashboard="nexagauge-grounding",
+            on_scores=True,
         ),
         Alert(
             name="NexagaugeRelevanceDrift",
@@ -255,6 +263,7 @@ def alerts() -> list[Alert]:
             f"{PSI_MIN_SAMPLES_7D} in the baseline).",
             anchor="relevance-drift",
             dashboard="nexagauge-relevance-drift",
+            on_scores=True,
         ),
         Alert(
             name="NexagaugeEvaluatorStalled",
@@ -334,8 +343,16 @@ def alerts() -> list[Alert]:
     ]
 
 
-def alert_rules() -> dict[str, Any]:
-    return {"groups": [{"name": "nexagauge_alerts", "rules": [a.rule() for a in alerts()]}]}
+def score_rules() -> dict[str, Any]:
+    """``rules/scores.yml``: the recording rules, then the alerts that read them (one group)."""
+    rules = recording_rules() + [a.rule() for a in alerts() if a.on_scores]
+    return {"groups": [{"name": "nexagauge_scores", "rules": rules}]}
+
+
+def evaluator_rules() -> dict[str, Any]:
+    """``rules/evaluator.yml``: alerts on the evaluator's own health (raw series only)."""
+    rules = [a.rule() for a in alerts() if not a.on_scores]
+    return {"groups": [{"name": "nexagauge_evaluator", "rules": rules}]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -661,7 +678,7 @@ def grounding_dashboard() -> dict[str, Any]:
                     "{{alertname}} {{service}} / {{span_name}} ({{alertstate}})")],
             w=24, h=5,
             description="Pending and firing grounding alerts (rules in "
-            "dashboards/prometheus/rules/alerts.yml; runbooks in docs/runbooks.md).",
+            "dashboards/prometheus/rules/scores.yml; runbooks in docs/runbooks.md).",
             thresholds=[(None, "yellow"), (1.0, "red")],
             options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
         ),
@@ -812,8 +829,8 @@ def outputs() -> dict[Path, str]:
         GRAFANA_DIR / "relevance-drift.json": dump_json(relevance_dashboard()),
         GRAFANA_DIR / "grounding.json": dump_json(grounding_dashboard()),
         GRAFANA_DIR / "evaluator-health.json": dump_json(health_dashboard()),
-        RULES_DIR / "recording.yml": dump_yaml(recording_rules()),
-        RULES_DIR / "alerts.yml": dump_yaml(alert_rules()),
+        RULES_DIR / "scores.yml": dump_yaml(score_rules()),
+        RULES_DIR / "evaluator.yml": dump_yaml(evaluator_rules()),
     }
 
 
