@@ -129,7 +129,9 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
         "secret",
         r"(?i:\b(?:secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token"
         r"|refresh[_\-]?token|private[_\-]?key|secret[_\-]?key)\b[\"']?\s*[:=]\s*[\"']?)"
-        r"(?P<v>[^\s\"',;&}]{4,})",
+        r"(?P<v>[^\s\"',;&}]{4,})"
+        # a bare `token` key: only long values (``max token: 256`` is not a secret)
+        r"|(?i:\btoken\b[\"']?\s*[:=]\s*[\"']?)(?P<v>[^\s\"',;&}]{8,})",
         separators=":=",
         triggers=("secret", "api_key", "api-key", "apikey", "token", "private_key", "private-key"),
     ),

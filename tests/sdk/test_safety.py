@@ -385,6 +385,7 @@ SECRETS = [
     ("My password is hunter2", "password"),
     ("postgres://admin:s3cr3t@db.internal:5432/app", "password"),
     ("client_secret: abcd1234efgh", "secret"),
+    ("https://api.example.com/v1?token=abcd1234efgh5678", "secret"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "jwt"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234567890abcdefghij\n-----END RSA PRIVATE KEY-----", "private_key"),
 ]
@@ -406,6 +407,7 @@ def test_default_secret_rules(text: str, rule: str) -> None:
         "Paris is the capital of France: population 2,1 million (2020).",
         "Contact: the front desk. Ratio = 3:2. Skip-gram models use embeddings.",
         "Password policies are important for security.",
+        "Set max token: 256 and temperature=0.2 for the call.",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
