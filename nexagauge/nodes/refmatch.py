@@ -4,7 +4,8 @@ Five metrics, category ``"reference"``, each in [0, 1]:
 
 - ``rouge1``, ``rouge2``, ``rougeL``: F1 (``fmeasure``) from Google's ``rouge-score`` with
   ``use_stemmer=True`` (its tokenizer lower-cases and keeps ASCII letters and digits only, then
-  Porter-stems). Payload: precision, recall, fmeasure.
+  Porter-stems). Payload: precision, recall, fmeasure. ROUGE-2 is undefined (an error, not
+  0) when either side has fewer than two tokens; all three are errors when either side has none.
 - ``bleu``: sacrebleu sentence BLEU (tokenizer ``13a``, exponential smoothing, effective order,
   so short texts without 4-gram matches are not zero by construction), divided by 100. Payload:
   n-gram precisions, brevity penalty, lengths, signature.
@@ -82,13 +83,20 @@ def rouge(output: str, reference: str) -> list[MetricResult]:
     """
     scorer = _rouge_scorer()
     tok = scorer._tokenizer  # the tokenizer rouge-score itself applies
-    if not tok.tokenize(reference) or not tok.tokenize(output):
-        side = "reference" if not tok.tokenize(reference) else "output"
+    n_ref, n_out = len(tok.tokenize(reference)), len(tok.tokenize(output))
+    if n_ref == 0 or n_out == 0:
+        side = "reference" if n_ref == 0 else "output"
         err = f"the {side} has no ROUGE tokens (rouge-score keeps only ASCII letters and digits)"
         return [MetricResult.failed(name, CATEGORY, err) for name in ROUGE_TYPES]
     scores = scorer.score(reference, output)  # (target, prediction)
     out = []
     for name in ROUGE_TYPES:
+        if name == "rouge2" and min(n_ref, n_out) < 2:
+            # no bigram on one side: ROUGE-2 is undefined, not 0
+            side = "reference" if n_ref < 2 else "output"
+            err = f"the {side} has fewer than 2 ROUGE tokens, so no bigrams for ROUGE-2"
+            out.append(MetricResult.failed(name, CATEGORY, err))
+            continue
         s = scores[name]
         out.append(
             MetricResult(

@@ -1,6 +1,7 @@
 """Bounded, deterministic near-duplicate detection for a sequence of texts (the refiner).
 
-Each text is reduced to its comparison form: its lower-cased words joined by single spaces
+Each text is reduced to its comparison form: its lower-cased words (without apostrophes) joined
+by single spaces
 (:func:`~nexagauge.text.normalize.words`; punctuation, case and spacing differences vanish), or
 the normalized text (:func:`~nexagauge.text.normalize.normalize_text`) when it has no words. Then
 
@@ -62,13 +63,14 @@ class _Sketch:
 
 
 def comparison_form(text: str) -> str:
-    """Lower-cased words joined by spaces, or the normalized text when it has no words.
+    """Lower-cased words (apostrophes removed) joined by spaces, or the normalized text when it
+    has no words.
 
     Example:
-        >>> comparison_form("Paris -- is in FRANCE!")
-        'paris is in france'
+        >>> comparison_form("The World's Fair -- in PARIS!")
+        'the worlds fair in paris'
     """
-    return " ".join(words(text)) or normalize_text(text)
+    return " ".join(w.replace("'", "") for w in words(text)) or normalize_text(text)
 
 
 def _h64(s: str) -> int:

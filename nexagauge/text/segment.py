@@ -11,7 +11,7 @@
 
 Boundaries are preferred from coarse to fine, like a recursive text splitter: paragraphs (blank
 lines), then lines, then sentences, then words (whitespace), and as a last resort the boundary
-between two CJK characters (scripts written without spaces). At each level, consecutive pieces
+next to an East Asian wide character (CJK scripts are written without spaces). At each level, consecutive pieces
 are packed greedily into one chunk while the packed text stays within the budget; a piece that
 alone exceeds the budget is split at the next finer level. Packing never crosses the boundary
 of a coarser piece that had to be split, so a chunk never straddles a paragraph that was too long.
@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 
 from nexagauge.text.tokens import count_tokens
@@ -84,10 +85,13 @@ _ABBREVIATIONS = frozenset(
         "dec",
     ]
 )
-_CJK = re.compile(
-    r"[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    r"\uf900-\ufaff\U00020000-\U0002fa1f]"
-)
+
+
+def _wide(c: str) -> bool:
+    """East Asian wide/full-width characters (CJK ideographs, kana, Hangul, CJK punctuation,
+    emoji): scripts written without spaces, where a cut next to the character is not inside a
+    word."""
+    return unicodedata.east_asian_width(c) in ("W", "F")
 
 
 def _trimmed(text: str, s: int, e: int) -> Span | None:
@@ -151,13 +155,13 @@ def _split_sentences(text: str, s: int, e: int) -> list[Span]:
 
 
 def _split_cjk(text: str, s: int, e: int) -> list[Span]:
-    """Cut between two characters when either is CJK (those scripts have no spaces)."""
+    """Cut between two characters when either is wide (CJK scripts have no spaces)."""
     cuts: list[Span] = []
     for i in range(s + 1, e):
         a, b = text[i - 1], text[i]
         if a.isspace() or b.isspace():
             continue
-        if _CJK.match(a) or _CJK.match(b):
+        if _wide(a) or _wide(b):
             cuts.append((i, i))
     return _pieces(text, s, e, cuts)
 
