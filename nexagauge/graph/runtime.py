@@ -92,7 +92,7 @@ def _make_judge(settings: Settings, rt: Runtime) -> Any:
             from nexagauge.judge.client import LLMJudge
         except ImportError:  # pragma: no cover - judge package not built yet
             return None
-        return LLMJudge(settings.judge)
+        return LLMJudge(settings.judge, cache_dir=settings.cache.dir if rt.cache is not None else None)
     try:
         from nexagauge.judge.local import LocalJudge
     except ImportError:

@@ -1,0 +1,64 @@
+"""``relevance``: does every claim of the output address the user's input? (spec 000)
+
+All claims of the case are judged against the input in ONE call. Knobs (``relevance`` block):
+
+- ``scoring_mode``: ``binary_yes_no`` (raw 0/1) or ``scale_1_5`` (normalized ``(raw-1)/4``);
+- ``include_reasoning``: a trailing ``{"reasoning": ...}`` entry in ``result``;
+- ``relevancy_mode``: ``task`` (closely related helpful information counts) or ``strict``;
+- ``penalize_ambiguity``: the judge may answer "unsure" (``label: "idk"``), which counts as
+  relevant unless this is set (then 0);
+- ``method: question_generation`` switches to Ragas-style question-generation relevancy
+  (:mod:`nexagauge.judge.qg_relevance`).
+
+Per claim ACCEPTED when the normalized score >= 0.6; score = mean. Metric ``answer_relevancy``,
+category ``answer``. Skips (empty metrics, zero cost): relevance disabled, empty input, no
+claims, no judge. A failed claim extraction or judge call gives ``score: null`` + ``error``.
+
+Example:
+    >>> RelevanceNode.metric, RelevanceNode.category
+    ('answer_relevancy', 'answer')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nexagauge.graph.node import CallEstimate, NodeContext
+from nexagauge.graph.runtime import NO_JUDGE
+from nexagauge.nodes.claims import ClaimMetricNode
+from nexagauge.schema.results import RelevanceMetrics
+
+
+def _qg(ctx: NodeContext) -> bool:
+    return ctx.case.relevance.method == "question_generation"
+
+
+class RelevanceNode(ClaimMetricNode):
+    name = "relevance"
+    version = "1"
+    output_model = RelevanceMetrics
+    task = "relevance"
+    metric = "answer_relevancy"
+    target_field = "input"
+    block = "relevance"
+
+    def skip_reason(self, ctx: NodeContext) -> str | None:
+        if _qg(ctx):
+            why = self.skip_reason_static(ctx)
+            return why or (NO_JUDGE if ctx.runtime.judge is None else None)
+        return super().skip_reason(ctx)
+
+    async def run(self, ctx: NodeContext) -> Any:
+        if _qg(ctx):
+            from nexagauge.judge import qg_relevance
+
+            return await qg_relevance.question_generation_relevance(ctx, node=self.name)
+        return await super().run(ctx)
+
+    def estimate(self, ctx: NodeContext) -> list[CallEstimate]:
+        if _qg(ctx):
+            from nexagauge.judge import qg_relevance
+
+            est = getattr(qg_relevance, "estimate", None)
+            return list(est(ctx, node=self.name)) if callable(est) else []
+        return super().estimate(ctx)
