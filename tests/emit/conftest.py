@@ -3,7 +3,6 @@ settings with a temp cache dir, and case results (real executor runs and hand-bu
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,20 +132,13 @@ def judged_result(
 _REFMATCH: list[CaseResult] = []
 
 
-def refmatch_result() -> CaseResult:
+async def refmatch_result() -> CaseResult:
     """A real executor run (deterministic refmatch metrics, eval + report nodes); memoized."""
     if not _REFMATCH:
-        rs = asyncio.run(
-            evaluate(
-                [
-                    {
-                        "output": "Paris is the capital.",
-                        "reference": "Paris is the capital of France.",
-                    }
-                ],
-                "eval",
-                only=["refmatch"],
-            )
+        rs = await evaluate(
+            [{"output": "Paris is the capital.", "reference": "Paris is the capital of France."}],
+            "eval",
+            only=["refmatch"],
         )
         _REFMATCH.append(rs[0])
     return _REFMATCH[0]
