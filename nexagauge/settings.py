@@ -86,8 +86,13 @@ class EmbeddingSettings(_Section):
     model_path: Path | None = None  # a local sentence-transformers directory; default: packaged
     base_url: str | None = None
     api_key: SecretStr | None = None
-    batch_size: int = 64
+    batch_size: int = Field(default=64, ge=1)
     device: str = "cpu"
+    #: in-memory LRU of text -> vector, shared by every node of the process (0 disables it)
+    cache_size: int = Field(default=50_000, ge=0)
+    #: remote (``provider = "openai"``) request timeout and retries
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
 
 
 class CacheSettings(_Section):
