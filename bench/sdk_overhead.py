@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (5 if args.quick else 31)
     calls = args.calls or (500 if args.quick else 3000)
     res = run(rounds, calls)
-    print(f"python {sys.version.split()[0]}, {rounds} rounds x {calls} calls, 500-char input/output")
+    print(
+        f"python {sys.version.split()[0]}, {rounds} rounds x {calls} calls, 500-char input/output"
+    )
     print(f"plain function          : {res['plain_ns']:10.0f} ns/call")
     print(f"hand-written OTel span  : {res['baseline_ns']:10.0f} ns/call")
     print(f"@nexagauge.trace        : {res['traced_ns']:10.0f} ns/call")

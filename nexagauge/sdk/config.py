@@ -173,7 +173,12 @@ def build_exporter(
         insecure = None
         if endpoint is not None and endpoint.startswith("http://"):
             insecure = True
-        return GrpcExporter(endpoint=endpoint, insecure=insecure, headers=headers, timeout=timeout)
+        return GrpcExporter(
+            endpoint=endpoint,
+            insecure=insecure,
+            headers=dict(headers) if headers is not None else None,
+            timeout=timeout,
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )

@@ -421,16 +421,16 @@ def _doc(item: Any) -> dict[str, Any]:
     if isinstance(item, (bytes, bytearray)):
         return {C.DOC_CONTENT: to_text(item)}
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (int, float)):
-        doc = _doc(item[0])  # (Document, score) as returned by similarity_search_with_score
-        doc.setdefault(C.DOC_SCORE, float(item[1]))
-        return doc
+        scored = _doc(item[0])  # (Document, score) as returned by similarity_search_with_score
+        scored.setdefault(C.DOC_SCORE, float(item[1]))
+        return scored
     node = _get(item, "node")  # LlamaIndex NodeWithScore
     if node is not None and not isinstance(item, Mapping):
-        doc = _doc(node)
+        wrapped = _doc(node)
         score = _get(item, "score")
         if isinstance(score, (int, float)):
-            doc[C.DOC_SCORE] = float(score)
-        return doc
+            wrapped[C.DOC_SCORE] = float(score)
+        return wrapped
     doc: dict[str, Any] = {}
     content: Any = None
     for key in _DOC_CONTENT_KEYS:
@@ -507,7 +507,8 @@ def _start(meta: _Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call 
     if sess is not None:
         attrs.update(sess.attrs)
     if meta.is_retrieval:
-        call.parent = _get_value(_CALL_KEY)
+        parent = _get_value(_CALL_KEY)
+        call.parent = parent if isinstance(parent, _Call) else None
     if st.capture_content:
         if meta.capture_input:
             if meta.input_auto:
@@ -713,8 +714,8 @@ def _sync_stream(call: _Call, gen: Generator[Any, Any, Any]) -> Generator[Any, A
             if pending is None:
                 chunk = gen.send(sent)
             else:
-                exc, pending = pending, None
-                chunk = gen.throw(exc)
+                thrown, pending = pending, None
+                chunk = gen.throw(thrown)
         except StopIteration as stop:
             rec.finish(call, None, abandoned=False)
             return stop.value
@@ -752,8 +753,8 @@ async def _async_stream(call: _Call, agen: AsyncGenerator[Any, Any]) -> AsyncGen
             if pending is None:
                 chunk = await agen.asend(sent)
             else:
-                exc, pending = pending, None
-                chunk = await agen.athrow(exc)
+                thrown, pending = pending, None
+                chunk = await agen.athrow(thrown)
         except StopAsyncIteration:
             rec.finish(call, None, abandoned=False)
             return
@@ -1136,8 +1137,8 @@ def _wrap_async_gen(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
                     if pending is None:
                         chunk = await inner.asend(sent)
                     else:
-                        exc, pending = pending, None
-                        chunk = await inner.athrow(exc)
+                        thrown, pending = pending, None
+                        chunk = await inner.athrow(thrown)
                 except StopAsyncIteration:
                     return
                 try:
@@ -1275,8 +1276,11 @@ class session:
 
     def __enter__(self) -> session:
         outer = _SESSION.get()
-        sid = self.session_id if self.session_id is not None else (outer and outer.session_id)
-        uid = self.user_id if self.user_id is not None else (outer and outer.user_id)
+        sid = self.session_id
+        uid = self.user_id
+        if outer is not None:
+            sid = sid if sid is not None else outer.session_id
+            uid = uid if uid is not None else outer.user_id
         self._tokens.append(_SESSION.set(_Session(sid, uid)))
         return self
 

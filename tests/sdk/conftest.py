@@ -10,17 +10,17 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 os.environ["NEXAGAUGE_SDK_STRICT"] = "1"
 
-import pytest  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-import nexagauge  # noqa: E402
-from nexagauge.sdk import _errors  # noqa: E402
+import nexagauge
+from nexagauge.sdk import _errors
 
 _TESTS = str(Path(__file__).resolve().parents[1])
 if _TESTS not in sys.path:  # makes tests/support importable as `support`
@@ -33,16 +33,19 @@ class Recorder:
     def __init__(self, exporter: InMemorySpanExporter) -> None:
         self.exporter = exporter
 
+    # typed Any: tests index span.attributes directly (OpenTelemetry types them Optional)
     @property
-    def spans(self) -> list[ReadableSpan]:
+    def spans(self) -> list[Any]:
         return list(self.exporter.get_finished_spans())
 
-    def named(self, name: str) -> list[ReadableSpan]:
+    def named(self, name: str) -> list[Any]:
         return [s for s in self.spans if s.name == name]
 
-    def one(self, name: str | None = None) -> ReadableSpan:
+    def one(self, name: str | None = None) -> Any:
         spans = self.spans if name is None else self.named(name)
-        assert len(spans) == 1, f"expected one span {name or ''}, got {[s.name for s in self.spans]}"
+        assert len(spans) == 1, (
+            f"expected one span {name or ''}, got {[s.name for s in self.spans]}"
+        )
         return spans[0]
 
     def clear(self) -> None:
@@ -66,5 +69,6 @@ def rec() -> Iterator[Recorder]:
 
 def configure_with(exporter: InMemorySpanExporter, **kwargs: object) -> Recorder:
     """Reconfigure the SDK for one test with extra ``configure`` options."""
-    nexagauge.configure(exporter=exporter, batch=False, set_global=False, **kwargs)  # type: ignore[arg-type]
+    nexagauge.configure(exporter=exporter, batch=False, set_global=False, **kwargs)
+
     return Recorder(exporter)

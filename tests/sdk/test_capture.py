@@ -139,7 +139,11 @@ def test_capture_content_false_records_metadata_only() -> None:
         with nexagauge.session(session_id="s"):
             f("q", "ctx")
         span = r.one("meta")
-        for attr in (C.GEN_AI_INPUT_MESSAGES, C.GEN_AI_OUTPUT_MESSAGES, C.GEN_AI_RETRIEVAL_DOCUMENTS):
+        for attr in (
+            C.GEN_AI_INPUT_MESSAGES,
+            C.GEN_AI_OUTPUT_MESSAGES,
+            C.GEN_AI_RETRIEVAL_DOCUMENTS,
+        ):
             assert attr not in span.attributes
         assert span.attributes[C.GEN_AI_CONVERSATION_ID] == "s"
         assert C.NG_EVAL_RELEVANCE in span.attributes
@@ -390,7 +394,7 @@ def test_session_is_isolated_per_thread(rec: Recorder) -> None:
 
 def test_session_rejects_bad_types() -> None:
     with pytest.raises(TypeError, match="session_id"):
-        nexagauge.session(session_id=["x"])  # type: ignore[arg-type]
+        nexagauge.session(session_id=["x"])
 
 
 # -- knobs / turn end ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from support.otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -38,7 +39,7 @@ def rx(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
         receiver.stop()
 
 
-def _app() -> tuple[object, object, object]:
+def _app() -> tuple[Any, Any, Any]:
     @nexagauge.retriever(name="search")
     def search(query: str) -> list[dict[str, object]]:
         return [{"id": "eiffel", "content": "The Eiffel Tower is in Paris.", "score": 0.93}]
@@ -99,7 +100,7 @@ def test_export_over_real_otlp(rx: OtlpReceiver, protocol: str) -> None:
         elapsed = time.perf_counter() - start
 
         async def consume() -> list[str]:
-            return [c async for c in stream("p")]  # type: ignore[attr-defined]
+            return [c async for c in stream("p")]
 
         assert asyncio.run(consume()) == ["Par", "is"]
     assert elapsed < 0.5  # export is asynchronous (batch processor)

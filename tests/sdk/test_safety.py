@@ -261,7 +261,7 @@ class BrokenRepr:
         raise RuntimeError("repr exploded")
 
 
-class BrokenMapping(dict):  # type: ignore[type-arg]
+class BrokenMapping(dict[str, Any]):
     def items(self) -> Any:
         raise RuntimeError("items exploded")
 
@@ -387,7 +387,10 @@ SECRETS = [
     ("client_secret: abcd1234efgh", "secret"),
     ("https://api.example.com/v1?token=abcd1234efgh5678", "secret"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "jwt"),
-    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234567890abcdefghij\n-----END RSA PRIVATE KEY-----", "private_key"),
+    (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1234567890abcdefghij\n-----END RSA PRIVATE KEY-----",
+        "private_key",
+    ),
 ]
 
 
@@ -418,7 +421,9 @@ def test_pii_rules_are_opt_in() -> None:
     text = "mail jane.doe@example.com, card 4111 1111 1111 1111, order 1234 5678 9012 3456"
     assert Scrubber().scrub("a", text) == (text, None)
     scrubbed, marks = Scrubber(pii=True).scrub("a", text)
-    assert scrubbed == "mail [scrubbed:email], card [scrubbed:card_number], order 1234 5678 9012 3456"
+    assert (
+        scrubbed == "mail [scrubbed:email], card [scrubbed:card_number], order 1234 5678 9012 3456"
+    )
     assert marks == ["a:email", "a:card_number"]
 
 

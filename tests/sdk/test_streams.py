@@ -213,7 +213,7 @@ async def test_async_stream_consumed_across_tasks(rec: Recorder) -> None:
             yield i
 
     agen = stream("p")
-    first = await asyncio.create_task(agen.__anext__())  # type: ignore[arg-type]
+    first = await asyncio.create_task(agen.__anext__())
     rest = [c async for c in agen]
     assert [first, *rest] == [0, 1, 2]
     assert rec.one("tasks").attributes[C.NG_STREAM_CHUNK_COUNT] == 3

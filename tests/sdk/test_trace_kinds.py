@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import pytest
@@ -88,7 +88,7 @@ def test_generator_function_joins_chunks(rec: Recorder) -> None:
 
 def test_generator_send_throw_and_return_value(rec: Recorder) -> None:
     @nexagauge.trace(name="echo")
-    def echo(prompt: str) -> Iterator[str]:
+    def echo(prompt: str) -> Generator[str, str, str]:
         received = yield "start"
         while received != "stop":
             try:

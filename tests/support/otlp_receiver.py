@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import grpc
+import grpc as _grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -120,7 +120,7 @@ class OtlpReceiver:
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (transport, path, headers)
         self._fail_remaining = 0
         self._fail_status = 503
-        self._grpc_server: grpc.Server | None = None
+        self._grpc_server: _grpc.Server | None = None
         self._http_server: ThreadingHTTPServer | None = None
         self._http_thread: threading.Thread | None = None
         self.grpc_port = 0
@@ -129,7 +129,7 @@ class OtlpReceiver:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> OtlpReceiver:
         if self._want_grpc:
-            server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+            server = _grpc.server(futures.ThreadPoolExecutor(max_workers=4))
             trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceServicer(self), server)
             logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsServicer(self), server)
             self.grpc_port = server.add_insecure_port(f"{self.host}:0")
@@ -343,10 +343,10 @@ class _TraceServicer(trace_service_pb2_grpc.TraceServiceServicer):
         self.rx = rx
 
     def Export(
-        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: _grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         if self.rx._should_fail():
-            context.abort(grpc.StatusCode.UNAVAILABLE, "receiver told to fail")
+            context.abort(_grpc.StatusCode.UNAVAILABLE, "receiver told to fail")
         headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
         self.rx._ingest_traces(request, "grpc", headers)
         return trace_service_pb2.ExportTraceServiceResponse()
@@ -357,10 +357,10 @@ class _LogsServicer(logs_service_pb2_grpc.LogsServiceServicer):
         self.rx = rx
 
     def Export(
-        self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.ServicerContext
+        self, request: logs_service_pb2.ExportLogsServiceRequest, context: _grpc.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         if self.rx._should_fail():
-            context.abort(grpc.StatusCode.UNAVAILABLE, "receiver told to fail")
+            context.abort(_grpc.StatusCode.UNAVAILABLE, "receiver told to fail")
         headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
         self.rx._ingest_logs(request, "grpc", headers)
         return logs_service_pb2.ExportLogsServiceResponse()
