@@ -4,7 +4,11 @@ Five metrics, category ``"reference"``, each in [0, 1]:
 
 - ``rouge1``, ``rouge2``, ``rougeL``: F1 (``fmeasure``) from Google's ``rouge-score`` with
   ``use_stemmer=True`` (its tokenizer lower-cases and keeps ASCII letters and digits only, then
-  Porter-stems). Payload: precision, recall, fmeasure. ROUGE-2 is undefined (an error, not
+  Porter-stems). ROUGE-1/2 are rouge-score's own scores; ROUGE-L applies rouge-score's
+  definition (LCS precision/recall, F1) to the same tokens with a bit-parallel LCS
+  (:mod:`nexagauge.text.lcs`; identical values, checked against rouge-score in the tests),
+  because rouge-score's pure-Python O(n*m) table takes seconds on long answers. Payload:
+  precision, recall, fmeasure. ROUGE-2 is undefined (an error, not
   0) when either side has fewer than two tokens; all three are errors when either side has none.
 - ``bleu``: sacrebleu sentence BLEU (tokenizer ``13a``, exponential smoothing, effective order,
   so short texts without 4-gram matches are not zero by construction), divided by 100. Payload:
@@ -37,6 +41,7 @@ from typing import Any
 from nexagauge.graph.node import Node, NodeContext
 from nexagauge.schema.results import MetricResult, RefmatchMetrics
 from nexagauge.text import wordnet
+from nexagauge.text.lcs import lcs_length
 from nexagauge.text.normalize import words
 from nexagauge.text.wordnet import NO_SYNONYMS, SynonymSource, WordNetInfo
 
@@ -50,7 +55,8 @@ METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5}
 def _rouge_scorer() -> Any:
     from rouge_score import rouge_scorer
 
-    return rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+    # ROUGE-L is computed with the bit-parallel LCS below (same value, linear-time steps)
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=True)
 
 
 @cache
@@ -81,14 +87,20 @@ def rouge(output: str, reference: str) -> list[MetricResult]:
         >>> [round(m.score, 4) for m in rouge("the cat is on the mat", "the cat sat on the mat")]
         [0.8333, 0.6, 0.8333]
     """
+    from rouge_score.scoring import Score, fmeasure
+
     scorer = _rouge_scorer()
     tok = scorer._tokenizer  # the tokenizer rouge-score itself applies
-    n_ref, n_out = len(tok.tokenize(reference)), len(tok.tokenize(output))
+    ref_tokens, out_tokens = tok.tokenize(reference), tok.tokenize(output)
+    n_ref, n_out = len(ref_tokens), len(out_tokens)
     if n_ref == 0 or n_out == 0:
         side = "reference" if n_ref == 0 else "output"
         err = f"the {side} has no ROUGE tokens (rouge-score keeps only ASCII letters and digits)"
         return [MetricResult.failed(name, CATEGORY, err) for name in ROUGE_TYPES]
-    scores = scorer.score(reference, output)  # (target, prediction)
+    scores = dict(scorer.score(reference, output))  # (target, prediction)
+    lcs = lcs_length(ref_tokens, out_tokens)
+    p, r = lcs / n_out, lcs / n_ref
+    scores["rougeL"] = Score(precision=p, recall=r, fmeasure=fmeasure(p, r))
     out = []
     for name in ROUGE_TYPES:
         if name == "rouge2" and min(n_ref, n_out) < 2:

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nexagauge.nodes.refmatch import (
     CATEGORY,
@@ -297,3 +299,47 @@ def test_one_failing_library_does_not_hide_the_others(monkeypatch) -> None:
     ms = _by_name(compute_refmatch("the cat", "the cat sat", *NO_WN))
     assert ms["bleu"].score is None and ms["bleu"].error == "RuntimeError: sacrebleu exploded"
     assert ms["rouge1"].score is not None and ms["meteor"].score is not None
+
+
+# ------------------------------------------------------------------------------------------
+# ROUGE-L's bit-parallel LCS equals rouge-score's own table
+# ------------------------------------------------------------------------------------------
+def test_lcs_hand_computed() -> None:
+    from nexagauge.text.lcs import lcs_length
+
+    assert lcs_length("ABCBDAB", "BDCABA") == 4  # classic CLRS example: BCBA
+    assert lcs_length([], ["a"]) == 0
+    assert lcs_length(["a"] * 70, ["a"] * 65) == 65  # crosses a 64-bit word boundary
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    a=st.lists(st.sampled_from("abcde"), max_size=90),
+    b=st.lists(st.sampled_from("abcdef"), max_size=90),
+)
+def test_lcs_equals_rouge_score_table(a: list[str], b: list[str]) -> None:
+    from rouge_score.rouge_scorer import _lcs_table
+
+    from nexagauge.text.lcs import lcs_length
+
+    expected = _lcs_table(a, b)[-1][-1] if a and b else 0
+    assert lcs_length(a, b) == expected == lcs_length(b, a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    out=st.lists(st.sampled_from(["the", "cats", "cat", "sat", "on", "mat", "running", "ran"]),
+                 min_size=1, max_size=40),
+    ref=st.lists(st.sampled_from(["the", "cat", "sits", "on", "a", "mat", "runs", "ran"]),
+                 min_size=1, max_size=40),
+)  # fmt: skip
+def test_rouge_matches_rouge_score_exactly(out: list[str], ref: list[str]) -> None:
+    from rouge_score import rouge_scorer
+
+    o, r = " ".join(out), " ".join(ref)
+    expected = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True).score(
+        r, o
+    )
+    got = _by_name(rouge(o, r))
+    for name in ("rouge1", "rougeL") + (("rouge2",) if min(len(out), len(ref)) >= 2 else ()):
+        assert got[name].score == pytest.approx(expected[name].fmeasure, abs=1e-12), name
