@@ -193,6 +193,8 @@ def _json_request(data: bytes, kind: Literal["traces", "logs"]) -> Any:
         doc = json.loads(data)
     except (UnicodeDecodeError, ValueError) as e:
         raise PoisonMessage("undecodable", f"invalid JSON: {e}") from None
+    except RecursionError:
+        raise PoisonMessage("undecodable", "JSON nested too deeply") from None
     outer, mid, inner = (
         ("resourceSpans", "scopeSpans", "spans")
         if kind == "traces"
