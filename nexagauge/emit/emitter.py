@@ -101,6 +101,8 @@ class Emitter:
             )
         self.metrics = metrics
         self.spans = spans
+        if spans.on_export is None:
+            spans.on_export = metrics.evaluation_spans_exported
         self.settings = emit
         self.clock = clock
         self.window = DedupeWindow(emit.dedupe_window)
@@ -115,6 +117,29 @@ class Emitter:
                 log.warning("dedupe journal disabled: no dedupe_journal_path and no cache dir")
         self._loaded = self.journal is None
         self._load_lock = asyncio.Lock()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Any,
+        *,
+        metrics: EvaluatorMetrics | None = None,
+        spans: EvaluationSpanWriter | None = None,
+    ) -> Emitter:
+        """The production wiring: metrics and span writer built from ``settings.emit`` unless given.
+
+        Example:
+            >>> from nexagauge.settings import Settings
+            >>> em = Emitter.from_settings(Settings(emit={"span_exporter": "none", "dedupe_journal": False}))
+            >>> em.journal is None
+            True
+        """
+        emit = getattr(settings, "emit", settings)
+        return cls(
+            metrics if metrics is not None else EvaluatorMetrics.from_settings(emit),
+            spans if spans is not None else EvaluationSpanWriter.from_settings(emit),
+            settings,
+        )
 
     async def start(self) -> None:
         """Load the dedupe journal (off the loop). Called by :meth:`emit` if not called before."""

@@ -112,6 +112,10 @@ class MetricsServer:
         )
         log.info("metrics endpoint on %s", self.url)
 
+    async def aclose(self) -> None:
+        """Same as :meth:`stop`."""
+        await self.stop()
+
     async def stop(self) -> None:
         """Stop listening and close open connections. Idempotent."""
         srv, self._server = self._server, None
@@ -230,3 +234,17 @@ class MetricsServer:
         if not head_only:
             writer.write(body)
         await writer.drain()
+
+
+async def start_server(
+    emit: Any, metrics: EvaluatorMetrics, *, ready: Readiness | None = None
+) -> MetricsServer:
+    """Start a :class:`MetricsServer` from ``EmitSettings``; stop it with ``await server.stop()``.
+
+    Example::
+
+        server = await start_server(settings.emit, metrics, ready=lambda: consumer.ready)
+    """
+    server = MetricsServer.from_settings(metrics, emit, readiness=ready)
+    await server.start()
+    return server

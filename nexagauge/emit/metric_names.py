@@ -39,6 +39,8 @@ PAUSED_PARTITIONS = f"{PREFIX}_paused_partitions"  # gauge (backpressure)
 LAST_EVALUATION = f"{PREFIX}_last_evaluation_timestamp_seconds"  # gauge (unix time)
 #: counter of redelivered evaluations not counted again (emission idempotency); no labels
 DUPLICATE_EVALUATIONS = f"{PREFIX}_duplicate_evaluations_total"
+#: counter of evaluation spans handed to the OTLP exporter; labels: outcome (exported|failed)
+EVALUATION_SPANS = f"{PREFIX}_evaluation_spans_total"
 
 # Judge --------------------------------------------------------------------------------------
 JUDGE_CALLS = f"{PREFIX}_judge_calls_total"  # labels: node, model, outcome (ok|error|cached)

@@ -58,6 +58,7 @@ JUDGE_OUTCOMES: Final = frozenset({"ok", "error", "cached"})
 DIRECTIONS: Final = frozenset({"input", "output"})
 WINDOWS: Final = frozenset({"hour", "day"})
 VERDICTS: Final = frozenset({"ACCEPTED", "REJECTED"})
+SPAN_EXPORT_OUTCOMES: Final = frozenset({"exported", "failed"})
 
 #: Evaluation latency (span end -> score emitted): seconds to tens of minutes (judge queues).
 LATENCY_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
@@ -230,6 +231,12 @@ class EvaluatorMetrics:
             "Redelivered evaluations whose scores were not counted again.",
             registry=r,
         )
+        self.span_exports = Counter(
+            N.EVALUATION_SPANS,
+            "Evaluation spans handed to the OTLP exporter, by export outcome.",
+            ["outcome"],
+            registry=r,
+        )
         # judge
         self.judge_calls = Counter(
             N.JUDGE_CALLS, "Judge calls by outcome.", ["node", "model", "outcome"], registry=r
@@ -372,6 +379,13 @@ class EvaluatorMetrics:
         w = _enum(window, WINDOWS)
         self.budget_remaining.labels(window=w).set(max(0.0, remaining_usd))
         self.budget_exhausted.labels(window=w).set(1 if exhausted else 0)
+
+    def evaluation_spans_exported(self, outcome: str, n: int = 1) -> None:
+        """Count ``n`` evaluation spans whose OTLP export ended with ``outcome`` (exported|failed).
+
+        Called from the span processor's export thread (the writer's ``on_export`` hook).
+        """
+        self.span_exports.labels(outcome=_enum(outcome, SPAN_EXPORT_OUTCOMES)).inc(n)
 
     # -- per-evaluation records (called by the Emitter only) ----------------------------------
     def record_score(

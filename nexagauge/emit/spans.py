@@ -42,17 +42,18 @@ import contextvars
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
     SpanExporter,
+    SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -136,6 +137,34 @@ def build_exporter(emit: Any) -> SpanExporter:
     return HttpExporter(endpoint=endpoint, **kwargs)
 
 
+class _CountingExporter(SpanExporter):
+    """Wraps the real exporter to report each batch's outcome to the writer's ``on_export`` hook."""
+
+    def __init__(self, inner: SpanExporter, writer: EvaluationSpanWriter) -> None:
+        self.inner = inner
+        self.writer = writer
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            log.exception("evaluation span export raised")
+            result = SpanExportResult.FAILURE
+        hook = self.writer.on_export
+        if hook is not None:
+            try:
+                hook("exported" if result == SpanExportResult.SUCCESS else "failed", len(spans))
+            except Exception:
+                log.exception("on_export hook failed")
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 class EvaluationSpanWriter:
     """Writes one evaluation span per evaluated span (see module docstring).
 
@@ -159,6 +188,9 @@ class EvaluationSpanWriter:
         resource_attributes: Mapping[str, str] | None = None,
     ) -> None:
         self.exporter = exporter
+        #: called with ("exported" | "failed", number of spans) after each export attempt, from
+        #: the export thread; the Emitter points it at ``EvaluatorMetrics.evaluation_spans_exported``
+        self.on_export: Callable[[str, int], None] | None = None
         self.max_explanation_chars = max_explanation_chars
         self.include_explanation = include_explanation
         resource = Resource.create({**(resource_attributes or {}), SERVICE_NAME: service_name})
@@ -167,9 +199,8 @@ class EvaluationSpanWriter:
         )
         self.processor: SpanProcessor | None = None
         if exporter is not None:
-            self.processor = (
-                BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-            )
+            counted = _CountingExporter(exporter, self)
+            self.processor = BatchSpanProcessor(counted) if batch else SimpleSpanProcessor(counted)
             self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE)
         self._closed = False

@@ -264,3 +264,37 @@ async def test_window_smaller_than_journal_keeps_newest(tmp_path: Path) -> None:
     await second.emit(target(span_id="0000000000000002"), judged_result())  # newest: deduped
     await second.emit(target(span_id="0000000000000001"), judged_result())  # aged out: counted
     assert evaluations(second) == 1.0
+
+
+async def test_span_export_outcomes_are_counted(settings: Settings) -> None:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Refusing(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return SpanExportResult.FAILURE
+
+    ok = make_emitter(settings)
+    await ok.emit(target(), judged_result())
+    assert sample(ok.metrics, "nexagauge_evaluation_spans_total", outcome="exported") == 1.0
+    bad = Emitter(
+        EvaluatorMetrics(CollectorRegistry()),
+        EvaluationSpanWriter(Refusing(), batch=False),
+        Settings(cache={"dir": settings.cache.dir / "other"}),
+    )
+    await bad.emit(target(), judged_result())
+    assert sample(bad.metrics, "nexagauge_evaluation_spans_total", outcome="failed") == 1.0
+    assert evaluations(bad) == 1.0  # the metrics do not depend on the span export
+
+
+def test_from_settings_wires_everything(tmp_path: Path) -> None:
+    s = Settings(
+        cache={"dir": tmp_path},
+        emit={"span_exporter": "memory", "max_label_values": 7, "service_name": "ev"},
+    )
+    e = Emitter.from_settings(s)
+    assert e.metrics.limiter.max_values == 7
+    assert e.spans.on_export == e.metrics.evaluation_spans_exported
+    assert e.journal is not None and e.journal.path == tmp_path / "emit" / "dedupe-journal"
+    given = EvaluatorMetrics(CollectorRegistry())
+    assert Emitter.from_settings(s, metrics=given).metrics is given
+    e.spans.shutdown()

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from nexagauge.emit.http import MetricsServer
+from nexagauge.emit.http import MetricsServer, start_server
 from nexagauge.emit.prometheus import EvaluatorMetrics
 from nexagauge.settings import EmitSettings
 
@@ -127,3 +127,15 @@ async def test_stop_releases_the_port(metrics: EvaluatorMetrics) -> None:
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)
     idle[1].close()
+
+
+async def test_start_server_helper(metrics: EvaluatorMetrics) -> None:
+    srv = await start_server(
+        EmitSettings(metrics_port=0), metrics, ready=lambda: (False, "stalled")
+    )
+    try:
+        async with httpx.AsyncClient(base_url=srv.url) as c:
+            r = await c.get("/readyz")
+            assert r.status_code == 503 and "stalled" in r.text
+    finally:
+        await srv.aclose()

@@ -63,6 +63,10 @@ async def test_evaluation_span_over_otlp(protocol: str, tmp_path: Path) -> None:
             rx.wait_for_spans, lambda s: s.name == "nexagauge.evaluation", 10.0
         )
         await emitter.aclose()
+        exported = metrics.registry.get_sample_value(
+            "nexagauge_evaluation_spans_total", {"outcome": "exported"}
+        )
+        assert exported == 1.0
         app: ReceivedSpan = next(s for s in rx.spans if s.name == "chat gpt-4o")
         assert len(got) == 1
         ev = got[0]
