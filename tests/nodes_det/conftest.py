@@ -58,10 +58,13 @@ def ctx(case: EvalCase, runtime: Runtime, **upstream: Any) -> NodeContext:
 
 @pytest.fixture(scope="session")
 def system_wordnet() -> tuple[wordnet.SynonymSource, wordnet.WordNetInfo]:
-    """WordNet 3.0 from the system (Debian ``wordnet-base``); skips when it is not installed."""
-    where = next((d for d in wordnet.candidate_dirs() if wordnet.is_database(d)), None)
-    if where is None:
-        pytest.skip("no system WordNet database (apt-get install wordnet-base)")
-    src, info = wordnet.load_synonyms(str(where))
+    """The process-wide WordNet (Debian ``wordnet-base``); skips when it is not installed.
+
+    Uses :func:`wordnet.default_synonyms`, so the ~2 s load happens once per test session and is
+    shared with nodes that use the default synonym source.
+    """
+    if wordnet.locate() is None:
+        pytest.skip("no WordNet database installed (apt-get install wordnet-base)")
+    src, info = wordnet.default_synonyms()
     assert info.variant == "wordnet", info
     return src, info
