@@ -246,10 +246,19 @@ class Scrubber:
         return bool(self._rules) or self.hook is not None
 
     def scrub(self, attribute: str, text: str) -> tuple[str, list[str] | None]:
-        """Return ``(scrubbed text, ["<attribute>:<rule>", ...] or None when unchanged)``."""
+        """Return ``(scrubbed text, ["<attribute>:<rule>", ...] or None when unchanged)``.
+
+        Also replaces lone surrogates (not encodable as UTF-8) with ``?``: an OTLP exporter would
+        fail on them and drop the whole batch.
+        """
         marks: list[str] | None = None
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+            raw = text.encode("utf-8")
         if self._rules:
-            hits = self._apply_rules(text)
+            hits = self._apply_rules(text, raw)
             if hits is not None:
                 text, names = hits
                 marks = [f"{attribute}:{name}" for name in names]
@@ -270,8 +279,7 @@ class Scrubber:
                     marks = [*(marks or ()), f"{attribute}:hook"]
         return text, marks
 
-    def _apply_rules(self, text: str) -> tuple[str, list[str]] | None:
-        raw = text.encode("utf-8", "surrogatepass")
+    def _apply_rules(self, text: str, raw: bytes) -> tuple[str, list[str]] | None:
         classed = raw.translate(_CLASS_TABLE)
         seps = classed.translate(None, b"a ")
         if seps:  # canonical form: each separator present once, in b"=:@" order

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import enum
+import ipaddress
 import json
 import math
 import re
@@ -33,6 +34,15 @@ MAX_ITEMS = 1000
 MAX_REPR = 2000
 MAX_BYTES = 64 * 1024
 
+_IP_TYPES = (
+    ipaddress.IPv4Address,
+    ipaddress.IPv6Address,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+    ipaddress.IPv4Interface,
+    ipaddress.IPv6Interface,
+)
+
 CIRCULAR = "<circular reference>"
 DEPTH = "<max depth reached>"
 
@@ -44,6 +54,7 @@ SENSITIVE_KEY = re.compile(
 )
 
 _encode_str = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_encode_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
 
 
 def safe_repr(value: Any, limit: int = MAX_REPR) -> str:
@@ -95,8 +106,10 @@ class _Encoder:
             return value.isoformat()
         if isinstance(value, _dt.timedelta):
             return value.total_seconds()
-        if isinstance(value, (Decimal, uuid.UUID, PurePath, complex)):
+        if isinstance(value, (Decimal, uuid.UUID, PurePath, complex, _IP_TYPES)):
             return str(value)
+        if isinstance(value, re.Pattern):
+            return value.pattern if isinstance(value.pattern, str) else _bytes(value.pattern)
         if isinstance(value, BaseException):
             return {"type": type(value).__qualname__, "message": safe_repr(str(value))}
         ident = id(value)
@@ -159,6 +172,8 @@ class _Encoder:
         module = getattr(cls, "__module__", "") or ""
         if module.startswith("numpy"):
             return self._numpy(value, depth)
+        if module.startswith("pandas"):
+            return self._pandas(value, depth)
         if getattr(cls, "__attrs_attrs__", None) is not None:
             try:
                 attrs = {a.name: getattr(value, a.name) for a in cls.__attrs_attrs__}
@@ -172,6 +187,20 @@ class _Encoder:
             except Exception:
                 return safe_repr(value)
         return safe_repr(value)
+
+    def _pandas(self, value: Any, depth: int) -> Any:
+        """DataFrame -> first rows as records, Series -> list; bounded (never the whole frame)."""
+        try:
+            head = value.head(MAX_ITEMS // 10) if len(value) > MAX_ITEMS // 10 else value
+            if hasattr(value, "columns"):
+                data = head.to_dict(orient="records")
+            else:
+                data = head.tolist()
+            if len(value) > len(head):
+                data.append(f"...{len(value) - len(head)} more rows")
+            return self.convert(data, depth + 1)
+        except Exception:
+            return safe_repr(value)
 
     def _numpy(self, value: Any, depth: int) -> Any:
         try:
@@ -227,11 +256,20 @@ def to_jsonable(
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON of data already made JSON-compatible (non-ASCII kept); never raises."""
+    """Compact JSON of data already made JSON-compatible (non-ASCII kept); never raises.
+
+    The result is always encodable as UTF-8 (lone surrogates are escaped), so an OTLP exporter
+    cannot fail on it.
+    """
     try:
-        return _encode_str(value)
+        text = _encode_str(value)
     except Exception:
-        return json.dumps(safe_repr(value), ensure_ascii=False)
+        text = json.dumps(safe_repr(value), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _encode_ascii(value) if text.startswith(("{", "[", '"')) else json.dumps(text)
+    return text
 
 
 def to_text(

@@ -1050,6 +1050,8 @@ def _wrap_sync(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
             _end_error(call, exc)
             raise
         _detach(token)
+        if type(result) is types.CoroutineType:  # e.g. a callable object with async __call__
+            return _finish_awaited(call, result)
         if type(result) is types.GeneratorType:  # a plain function returning a generator
             try:
                 call.span.set_attribute(C.NG_STREAM, True)
@@ -1062,6 +1064,20 @@ def _wrap_sync(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
 
     wrapper.__nexagauge_traced__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+async def _finish_awaited(call: _Call, coro: Any) -> Any:
+    """Await a coroutine returned by a sync callable inside its span, then end the span."""
+    token = _attach(call.ctx)
+    try:
+        result = await coro
+    except BaseException as exc:
+        _detach(token)
+        _end_error(call, exc)
+        raise
+    _detach(token)
+    _end_ok(call, result, capture=True)
+    return result
 
 
 def _wrap_async(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:

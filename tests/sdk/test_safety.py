@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 import json
+import re
 import logging
 import time
 import traceback
@@ -290,6 +292,8 @@ def test_nasty_values_never_raise() -> None:
         "gen": (i for i in range(3)),
         ("tuple", "key"): 1,
         "exc": ValueError("bad"),
+        "ip": ipaddress.ip_address("10.0.0.1"),
+        "pattern": re.compile(r"\d+"),
         "deep": [[[[[[[[[[[[[[[[[[[[[[[[[[[["deep"]]]]]]]]]]]]]]]]]]]]]]]]]]]],
     }
     text = to_text(value)
@@ -306,6 +310,7 @@ def test_nasty_values_never_raise() -> None:
     assert data["brokenmap"] == "{'a': 1}"  # only the broken container degrades to its repr
     assert data["gen"].startswith("<generator object")  # never consumed
     assert data["exc"] == {"type": "ValueError", "message": "'bad'"}
+    assert data["ip"] == "10.0.0.1" and data["pattern"] == "\\d+"
     assert "<max depth reached>" in text
     assert to_jsonable(BrokenMapping(a=1)) is not None
 

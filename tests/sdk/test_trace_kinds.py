@@ -269,3 +269,31 @@ def test_untraced_when_disabled() -> None:
         assert exporter.get_finished_spans() == ()
     finally:
         nexagauge.shutdown()
+
+
+async def test_callable_object_with_async_call(rec: Recorder) -> None:
+    class Agent:
+        async def __call__(self, question: str) -> str:
+            await asyncio.sleep(0.01)
+            nexagauge.add_context("agent doc")
+            return "agent answer"
+
+    traced = nexagauge.trace(name="agent")(Agent())
+    assert await traced("q") == "agent answer"
+    span = rec.one("agent")
+    assert _out(span) == ("agent answer", "stop")
+    assert json.loads(span.attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS]) == [{"content": "agent doc"}]
+    assert (span.end_time - span.start_time) >= 10_000_000  # ended after the await, not before
+
+
+def test_lone_surrogates_never_reach_the_exporter(rec: Recorder) -> None:
+    @nexagauge.trace(name="sur")
+    def f(question: str) -> dict[str, str]:
+        nexagauge.add_context({"content": "doc \udcff", "metadata": {"k": "v\udcff"}})
+        return {"a": "\udcff"}
+
+    f("bad \udcff input")
+    span = rec.one("sur")
+    for value in span.attributes.values():
+        if isinstance(value, str):
+            value.encode("utf-8")  # would raise on a lone surrogate
