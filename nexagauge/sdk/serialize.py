@@ -192,10 +192,8 @@ class _Encoder:
         """DataFrame -> first rows as records, Series -> list; bounded (never the whole frame)."""
         try:
             head = value.head(MAX_ITEMS // 10) if len(value) > MAX_ITEMS // 10 else value
-            if hasattr(value, "columns"):
-                data = head.to_dict(orient="records")
-            else:
-                data = head.tolist()
+            is_frame = hasattr(value, "columns")
+            data = head.to_dict(orient="records") if is_frame else head.tolist()
             if len(value) > len(head):
                 data.append(f"...{len(value) - len(head)} more rows")
             return self.convert(data, depth + 1)

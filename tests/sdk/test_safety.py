@@ -6,8 +6,8 @@ import dataclasses
 import enum
 import ipaddress
 import json
-import re
 import logging
+import re
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -520,3 +520,26 @@ def test_failing_hook_drops_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_invalid_custom_rule_is_rejected_at_configure() -> None:
     with pytest.raises(ValueError, match="scrub rule 'bad'"):
         nexagauge.configure(exporter=InMemorySpanExporter(), scrub_rules=[ScrubRule("bad", "(")])
+
+
+def test_pandas_like_frames_are_bounded() -> None:
+    class FakeFrame:  # duck type of pandas.DataFrame (pandas is not a dependency)
+        __module__ = "pandas.core.frame"
+        columns = ("a",)
+
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __len__(self) -> int:
+            return self.n
+
+        def head(self, k: int) -> FakeFrame:
+            return FakeFrame(min(k, self.n))
+
+        def to_dict(self, orient: str) -> list[dict[str, int]]:
+            assert orient == "records"
+            return [{"a": i} for i in range(self.n)]
+
+    data = to_jsonable(FakeFrame(1000))
+    assert data[:2] == [{"a": 0}, {"a": 1}]
+    assert len(data) == 101 and data[-1] == "...900 more rows"
