@@ -73,7 +73,7 @@ def tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
     m.set_budget("hour", 0.0, True)
     m.set_budget("day", 12.5 - step * 0.001, False)
     # evaluating
-    for _ in range(3):
+    for _ in range(8):
         route, model = _pick(rng, ROUTES), _pick(rng, MODELS)
         labels = m.labels_for(SERVICE, route, model)
         trace_id = f"{rng.getrandbits(128):032x}"
