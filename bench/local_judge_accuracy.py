@@ -103,21 +103,32 @@ class Row:
 def evaluate(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list[Row]:
     """Accuracy/kappa per task on ``split``: all pairs, clear pairs, and per kind (accuracy)."""
     rows: list[Row] = []
-    rel = [(r, s) for r, s in zip(prep.relevance, prep.relevance_sims, strict=True)
-           if r["split"] == split]
-    grd = [(r, x) for r, x in zip(prep.grounding, prep.grounding_inputs, strict=True)
-           if r["split"] == split]
+    rel = [
+        (r, s)
+        for r, s in zip(prep.relevance, prep.relevance_sims, strict=True)
+        if r["split"] == split
+    ]
+    grd = [
+        (r, x)
+        for r, x in zip(prep.grounding, prep.grounding_inputs, strict=True)
+        if r["split"] == split
+    ]
     rel_pred = [(r, decide_relevance(s, thr), r["label"] == "on_topic") for r, s in rel]
     grd_pred = [
-        (r, decide_grounding(grounding_features(c, ss, sims, thr.evidence_sentences), thr)[0],
-         r["label"] == "supported")
+        (
+            r,
+            decide_grounding(grounding_features(c, ss, sims, thr.evidence_sentences), thr)[0],
+            r["label"] == "supported",
+        )
         for r, (c, ss, sims) in grd
     ]
     for task, preds in (("relevance", rel_pred), ("grounding", grd_pred)):
         rows.append(Row(task, "all", _stats(preds)))
         rows.append(Row(task, "clear", _stats([p for p in preds if p[0]["clear"]])))
         for kind in sorted({p[0]["kind"] for p in preds}):
-            rows.append(Row(task, f"kind={kind}", _stats([p for p in preds if p[0]["kind"] == kind])))
+            rows.append(
+                Row(task, f"kind={kind}", _stats([p for p in preds if p[0]["kind"] == kind]))
+            )
     return rows
 
 
@@ -129,7 +140,9 @@ def table(rows: list[Row]) -> str:
     out = [f"{'task':<10} {'subset':<18} {'n':>4} {'accuracy':>8} {'kappa':>6}"]
     for r in rows:
         kappa = "-" if r.subset.startswith("kind=") else f"{r.stats.kappa:.3f}"
-        out.append(f"{r.task:<10} {r.subset:<18} {r.stats.n:>4} {r.stats.accuracy:>8.3f} {kappa:>6}")
+        out.append(
+            f"{r.task:<10} {r.subset:<18} {r.stats.n:>4} {r.stats.accuracy:>8.3f} {kappa:>6}"
+        )
     return "\n".join(out)
 
 
@@ -138,7 +151,9 @@ def errors(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list
     out = []
     for r, s in zip(prep.relevance, prep.relevance_sims, strict=True):
         if r["split"] == split and decide_relevance(s, thr) != (r["label"] == "on_topic"):
-            out.append(f"relevance {r['kind']:<11} sim={s:.3f} Q={r['question']!r} C={r['claim']!r}")
+            out.append(
+                f"relevance {r['kind']:<11} sim={s:.3f} Q={r['question']!r} C={r['claim']!r}"
+            )
     for r, (c, ss, sims) in zip(prep.grounding, prep.grounding_inputs, strict=True):
         f = grounding_features(c, ss, sims, thr.evidence_sentences)
         if r["split"] == split and decide_grounding(f, thr)[0] != (r["label"] == "supported"):
@@ -148,7 +163,9 @@ def errors(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calibrate", action="store_true", help="re-pick thresholds on the calibration half")
+    ap.add_argument(
+        "--calibrate", action="store_true", help="re-pick thresholds on the calibration half"
+    )
     ap.add_argument("--errors", action="store_true", help="list misjudged held-out pairs")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -167,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         n_rel = sum(1 for r in prep.relevance if r["split"] == "heldout")
         n_grd = sum(1 for r in prep.grounding if r["split"] == "heldout")
-        print(f"held-out half: {n_rel} claim/question pairs, {n_grd} claim/context pairs; "
-              f"thresholds {thr}; embedding+load {t_embed:.1f}s")
+        print(
+            f"held-out half: {n_rel} claim/question pairs, {n_grd} claim/context pairs; "
+            f"thresholds {thr}; embedding+load {t_embed:.1f}s"
+        )
         print(table(rows))
     if args.errors:
         print("\n".join(errors(prep, thr)))
