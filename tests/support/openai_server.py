@@ -172,7 +172,9 @@ class OpenAIServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
