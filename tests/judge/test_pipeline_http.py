@@ -12,7 +12,6 @@ from nexagauge.graph.executor import evaluate
 from nexagauge.graph.node import NodeContext
 from nexagauge.graph.runtime import NO_JUDGE, Runtime
 from nexagauge.nodes import load_node
-from nexagauge.schema.case import parse_record
 from nexagauge.settings import Settings
 
 pytestmark = pytest.mark.integration
