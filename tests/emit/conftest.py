@@ -58,7 +58,7 @@ def verdict(text: str, v: str, reason: str | None = None) -> ClaimVerdict:
     return ClaimVerdict(
         item=Item(id=text[:8], text=text, tokens=3.0),
         source_chunk_index=0,
-        verdict=v,  # type: ignore[arg-type]
+        verdict=v,
         raw_score=1 if v == "ACCEPTED" else 0,
         reason=reason,
     )

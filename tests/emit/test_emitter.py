@@ -65,7 +65,7 @@ async def test_emit_records_everything(settings: Settings) -> None:
     )
     spans = e.spans.memory.get_finished_spans()
     assert len(spans) == 1
-    assert spans[0].attributes["nexagauge.evaluation.judge_model"] == "gpt-4o-mini"
+    assert dict(spans[0].attributes or {})["nexagauge.evaluation.judge_model"] == "gpt-4o-mini"
     assert spans[0].end_time == int(NOW * 1e9)
 
 

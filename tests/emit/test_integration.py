@@ -42,7 +42,7 @@ def _app_span(exporter_settings: EmitSettings) -> tuple[str, str, int]:
 async def test_evaluation_span_over_otlp(protocol: str, tmp_path: Path) -> None:
     with OtlpReceiver() as rx:
         endpoint = rx.endpoint_grpc if protocol == "grpc" else rx.endpoint_http
-        emit = EmitSettings(otlp_endpoint=endpoint, otlp_protocol=protocol)  # type: ignore[arg-type]
+        emit = EmitSettings.model_validate({"otlp_endpoint": endpoint, "otlp_protocol": protocol})
         trace_id, span_id, end_ns = _app_span(emit)
         settings = Settings(cache={"dir": tmp_path}, emit=emit.model_dump())
         metrics = EvaluatorMetrics(CollectorRegistry())

@@ -115,7 +115,10 @@ def test_explanation_is_bounded() -> None:
     w = EvaluationSpanWriter.in_memory(max_explanation_chars=50)
     try:
         w.write(target(), evaluation_view(judged_result(reasoning="why " * 1000)))
-        ex = w.memory.get_finished_spans()[0].events[0].attributes[C.GEN_AI_EVALUATION_EXPLANATION]  # type: ignore[index]
+        ex = dict(w.memory.get_finished_spans()[0].events[0].attributes or {})[
+            C.GEN_AI_EVALUATION_EXPLANATION
+        ]
+        assert isinstance(ex, str)
         assert len(ex) == 50 and ex.endswith("…")
     finally:
         w.shutdown()
