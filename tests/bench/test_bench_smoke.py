@@ -1,0 +1,35 @@
+"""Benchmarks are not part of the suite; this only checks that each one runs on tiny inputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+
+def _run(args: list[str], timeout: int = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_judge_cost_runs_on_two_cases(tmp_path):
+    out = tmp_path / "judge_cost.json"
+    p = _run(
+        ["bench/judge_cost.py", "--limit", "2", "--tools", "nexagauge", "--skip-latency",
+         "--json", str(out)]
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Judge cost per case" in p.stdout
+    rows = json.loads(out.read_text())["rows"]
+    ng = rows["nexagauge"]
+    # claims once, then relevance and grounding: three judge calls, no errors
+    assert ng["calls"] == 3.0 and ng["errors"] == 0
+    assert 200 < ng["tokens"] < 2000
