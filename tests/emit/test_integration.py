@@ -88,7 +88,7 @@ async def test_evaluation_span_over_otlp(protocol: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_real_executor_result_scraped_by_prometheus(tmp_path: Path) -> None:
-    require_binary("prometheus")
+    prom_bin = require_binary("prometheus")
     result = await refmatch_result()  # a real executor run: scan -> refmatch -> eval -> report
     report = result.report
     assert report is not None
@@ -110,8 +110,14 @@ async def test_real_executor_result_scraped_by_prometheus(tmp_path: Path) -> Non
     events = emitter.spans.memory.get_finished_spans()[0].events
     assert [e.attributes[C.GEN_AI_EVALUATION_NAME] for e in events] == list(report.scores)  # type: ignore[attr-defined, index]
 
+    # the real prometheus, with exemplar storage on (what Grafana's exemplar links need)
+    wrapper = tmp_path / "prometheus-with-exemplars"
+    wrapper.write_text(f'#!/bin/sh\nexec {prom_bin} --enable-feature=exemplar-storage "$@"\n')
+    wrapper.chmod(0o755)
     async with MetricsServer.from_settings(metrics, settings.emit) as srv:
-        prom = PrometheusServer(targets={"nexagauge": [f"127.0.0.1:{srv.port}"]})
+        prom = PrometheusServer(
+            targets={"nexagauge": [f"127.0.0.1:{srv.port}"]}, binary=str(wrapper)
+        )
         await asyncio.to_thread(prom.start)
         try:
             res = await asyncio.to_thread(
@@ -132,6 +138,19 @@ async def test_real_executor_result_scraped_by_prometheus(tmp_path: Path) -> Non
             assert float(lat[0]["value"][1]) == 1.0
             health = await asyncio.to_thread(prom.targets_health)
             assert list(health.values()) == ["up"]
+            # the exemplar of the score (scraped in OpenMetrics) links the bucket to the trace
+            now = time.time()
+            ex = await asyncio.to_thread(
+                prom._get,
+                "/api/v1/query_exemplars",
+                {
+                    "query": 'nexagauge_score_bucket{metric="rouge1"}',
+                    "start": f"{now - 600:.3f}",
+                    "end": f"{now + 60:.3f}",
+                },
+            )
+            labels_seen = [e["labels"] for series in ex for e in series["exemplars"]]
+            assert {"trace_id": trace_id, "span_id": "00f067aa0ba902b7"} in labels_seen
             # no trace id ever became a label
             labels = await asyncio.to_thread(prom.label_values, "trace_id")
             assert labels == []
