@@ -133,10 +133,12 @@ async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | Non
         raise
     k = settings.kafka
     log.warning(
-        "nexagauge serve: consuming %s from %s as group %s",
+        "nexagauge serve: consuming %s from %s as group %s; metrics on http://%s:%s/metrics",
         k.rekeyed_topic if settings.online.rekey else k.traces_topic,
         k.bootstrap_servers,
         k.group_id,
+        settings.emit.metrics_host,
+        svc.metrics_port,
     )
     await svc.run_until(stop)
     log.warning("nexagauge serve: stopped (offsets committed, left the group)")

@@ -140,6 +140,7 @@ class RekeyStage:
             except PoisonMessage as p:
                 self.poison += 1
                 self._track(key, rec.offset, self._dead_letter(rec, p))
+                self.tracker.release(key, rec.offset)
                 continue
             for tid, payload in parts.items():
                 fut = await self.producer.send(

@@ -62,7 +62,9 @@ _CONVERSATION_KEYS = (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSI
 
 
 class EmitterLike(Protocol):
-    async def emit(self, target: EvaluationTarget, result: CaseResult) -> Any: ...
+    async def emit(
+        self, target: EvaluationTarget, case_result: CaseResult, *, started_ns: int | None = None
+    ) -> Any: ...
 
 
 @dataclass
@@ -349,10 +351,11 @@ class EvaluatorStage:
                 config_fingerprint=fp,
             )
             async with self._sem:
+                started = time.time_ns()
                 result = await ex.run_case(ec.case, 0)
             cost = result.cost.cost
             errors = _errors(result)
-            await self._emit(target, result)
+            await self._emit(target, result, started)
             if errors:
                 self.stats.failed += 1
                 if self.dlq is not None:
@@ -379,11 +382,11 @@ class EvaluatorStage:
             self.limiter.finish(cost)
             self._in_flight -= 1
 
-    async def _emit(self, target: EvaluationTarget, result: CaseResult) -> None:
+    async def _emit(self, target: EvaluationTarget, result: CaseResult, started_ns: int) -> None:
         delay = 0.2
         for attempt in range(1, self.o.emit_attempts + 1):
             try:
-                await self.emitter.emit(target, result)
+                await self.emitter.emit(target, result, started_ns=started_ns)
                 return
             except asyncio.CancelledError:
                 raise
@@ -575,6 +578,19 @@ class OnlineService:
             self._http = await _start_http(s, self.metrics, self)
         self.ready = True
 
+    def readiness(self) -> tuple[bool, str]:
+        """``/readyz``: started, and every consumer loop still running."""
+        if not self.ready:
+            return False, "starting or stopping"
+        dead = [t for t in self._tasks if t.done()]
+        if dead:
+            return False, f"{len(dead)} consumer loop(s) stopped"
+        return True, "consuming"
+
+    @property
+    def metrics_port(self) -> int | None:
+        return getattr(self._http, "port", None)
+
     async def run_until(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set (or a loop dies), then shut down gracefully."""
         waiter = asyncio.ensure_future(stop.wait())
@@ -621,17 +637,13 @@ class OnlineService:
 def _default_emitter(settings: Settings, metrics: Any) -> EmitterLike:
     from nexagauge.emit.emitter import Emitter
 
-    factory = getattr(Emitter, "from_settings", None)
-    if factory is not None:
-        return factory(settings, metrics=metrics)
-    return Emitter(settings=settings, metrics=metrics)
+    return Emitter.from_settings(settings, metrics=metrics)
 
 
 async def _start_http(settings: Settings, metrics: Any, service: OnlineService) -> Any:
-    from nexagauge.emit import http as emit_http  # type: ignore[attr-defined]
+    from nexagauge.emit.http import start_server
 
-    start = emit_http.start_server
-    return await start(settings.emit, metrics, ready=lambda: service.ready)
+    return await start_server(settings.emit, metrics, ready=service.readiness)
 
 
 async def _stop_http(server: Any) -> None:

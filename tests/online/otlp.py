@@ -114,9 +114,7 @@ def logs_request(records: Iterable[Mapping[str, Any]], service: str = "shop-bot"
 
 def chat_messages(*pairs: tuple[str, str]) -> str:
     """GenAI parts-layout messages as the JSON string the SDK writes."""
-    return json.dumps(
-        [{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in pairs]
-    )
+    return json.dumps([{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in pairs])
 
 
 def sdk_turn(

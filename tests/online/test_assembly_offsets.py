@@ -91,7 +91,7 @@ def test_drop_sources_forgets_revoked_partitions() -> None:
     removed = b.drop_sources("t", {0})
     assert [t.trace_id[-1] for t in removed] == [1]
     assert len(b) == 1 and b.n_spans == 2
-    assert not b.is_done(1 .to_bytes(16, "big"))  # re-delivery to the new owner is not "late"
+    assert not b.is_done((1).to_bytes(16, "big"))  # re-delivery to the new owner is not "late"
 
 
 # -- offsets ------------------------------------------------------------------------------

@@ -104,8 +104,12 @@ def test_empty_request_is_not_poison() -> None:
 def test_logs_keep_genai_events_with_span_ids() -> None:
     raw = logs_request(
         [
-            {"trace_id": tid(1), "span_id": sid(1), "event": C.EVENT_GEN_AI_USER_MESSAGE,
-             "body": {"content": "hi"}},
+            {
+                "trace_id": tid(1),
+                "span_id": sid(1),
+                "event": C.EVENT_GEN_AI_USER_MESSAGE,
+                "body": {"content": "hi"},
+            },
             {"trace_id": tid(1), "span_id": sid(1), "event": "app.log", "body": "x"},
             {"trace_id": b"", "span_id": b"", "event": C.EVENT_GEN_AI_CHOICE, "body": {}},
         ]
@@ -155,7 +159,9 @@ def test_mutated_valid_messages_never_crash(data: st.DataObject) -> None:
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
     max_leaves=30,
 )
 
@@ -180,10 +186,9 @@ def test_adversarial_json_never_crashes(doc: dict) -> None:
 def test_deeply_nested_any_value_is_poison_not_a_crash() -> None:
     depth = 3000  # deeper than Python's JSON recursion limit
     inner = '{"arrayValue": {"values": [' * depth + '{"stringValue": "x"}' + "]}}" * depth
-    doc = (
-        '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "%s", "spanId": "%s", '
-        '"attributes": [{"key": "k", "value": %s}]}]}]}]}' % (tid(1).hex(), sid(1).hex(), inner)
-    )
+    ids = (tid(1).hex(), sid(1).hex())
+    head = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "%s", "spanId": "%s", ' % ids  # noqa: UP031
+    doc = head + '"attributes": [{"key": "k", "value": ' + inner + "}]}]}]}]}"
     _decode_any(doc.encode())
     req = ExportTraceServiceRequest()
     s = req.resource_spans.add().scope_spans.add().spans.add()

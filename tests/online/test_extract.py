@@ -23,7 +23,15 @@ def trace_of(spans, logs=None) -> Trace:  # type: ignore[no-untyped-def]
 
 
 def test_sdk_span_with_retrieval_context_and_conversation_id() -> None:
-    t = trace_of(sdk_turn(tid(1), "Where is the tower?", "In Paris.", docs=["The tower is in Paris."], conversation="c-1"))
+    t = trace_of(
+        sdk_turn(
+            tid(1),
+            "Where is the tower?",
+            "In Paris.",
+            docs=["The tower is in Paris."],
+            conversation="c-1",
+        )
+    )
     [c] = extract_cases(t)
     assert (c.case.input, c.case.output) == ("Where is the tower?", "In Paris.")
     assert c.case.context == "The tower is in Paris."
@@ -42,7 +50,11 @@ def test_genai_structured_messages_and_history_turns() -> None:
             {"role": "user", "parts": [{"type": "text", "content": "Capital of France?"}]},
         ],
         C.GEN_AI_OUTPUT_MESSAGES: [
-            {"role": "assistant", "parts": [{"type": "text", "content": "Paris."}], "finish_reason": "stop"}
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": "Paris."}],
+                "finish_reason": "stop",
+            }
         ],
     }
     [c] = extract_cases(trace_of([span(tid(2), sid(1), "chat gpt-4o", attrs)]))
@@ -68,25 +80,57 @@ def test_legacy_prompt_completion_attributes() -> None:
 
 
 def test_openinference_llm_and_retriever_spans() -> None:
-    root = span(tid(4), sid(1), "rag", {C.OI_SPAN_KIND: "CHAIN", C.OI_INPUT_VALUE: "Who wrote Hamlet?",
-                                          C.OI_OUTPUT_VALUE: "Shakespeare wrote Hamlet.", C.OI_SESSION_ID: "s-9"}, end=9000)
-    retr = span(tid(4), sid(2), "retrieve", {
-        C.OI_SPAN_KIND: "RETRIEVER",
-        "retrieval.documents.0.document.content": "Hamlet is a tragedy by William Shakespeare.",
-        "retrieval.documents.1.document.content": "It was written around 1600.",
-    }, parent=sid(1), end=3000)
-    llm = span(tid(4), sid(3), "ChatCompletion", {
-        C.OI_SPAN_KIND: "LLM",
-        C.OI_LLM_MODEL_NAME: "gpt-4o-mini",
-        "llm.input_messages.0.message.role": "system",
-        "llm.input_messages.0.message.content": "Use the context.",
-        "llm.input_messages.1.message.role": "user",
-        "llm.input_messages.1.message.content": "Who wrote Hamlet?",
-        "llm.output_messages.0.message.role": "assistant",
-        "llm.output_messages.0.message.content": "Shakespeare wrote Hamlet.",
-        C.OI_INPUT_VALUE: json.dumps({"messages": [{"role": "user", "content": "Who wrote Hamlet?"}]}),
-        C.OI_OUTPUT_VALUE: json.dumps({"choices": [{"message": {"role": "assistant", "content": "Shakespeare wrote Hamlet."}}]}),
-    }, parent=sid(1), end=8000)
+    root = span(
+        tid(4),
+        sid(1),
+        "rag",
+        {
+            C.OI_SPAN_KIND: "CHAIN",
+            C.OI_INPUT_VALUE: "Who wrote Hamlet?",
+            C.OI_OUTPUT_VALUE: "Shakespeare wrote Hamlet.",
+            C.OI_SESSION_ID: "s-9",
+        },
+        end=9000,
+    )
+    retr = span(
+        tid(4),
+        sid(2),
+        "retrieve",
+        {
+            C.OI_SPAN_KIND: "RETRIEVER",
+            "retrieval.documents.0.document.content": "Hamlet is a tragedy by William Shakespeare.",
+            "retrieval.documents.1.document.content": "It was written around 1600.",
+        },
+        parent=sid(1),
+        end=3000,
+    )
+    llm = span(
+        tid(4),
+        sid(3),
+        "ChatCompletion",
+        {
+            C.OI_SPAN_KIND: "LLM",
+            C.OI_LLM_MODEL_NAME: "gpt-4o-mini",
+            "llm.input_messages.0.message.role": "system",
+            "llm.input_messages.0.message.content": "Use the context.",
+            "llm.input_messages.1.message.role": "user",
+            "llm.input_messages.1.message.content": "Who wrote Hamlet?",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "Shakespeare wrote Hamlet.",
+            C.OI_INPUT_VALUE: json.dumps(
+                {"messages": [{"role": "user", "content": "Who wrote Hamlet?"}]}
+            ),
+            C.OI_OUTPUT_VALUE: json.dumps(
+                {
+                    "choices": [
+                        {"message": {"role": "assistant", "content": "Shakespeare wrote Hamlet."}}
+                    ]
+                }
+            ),
+        },
+        parent=sid(1),
+        end=8000,
+    )
     cases = extract_cases(trace_of([root, retr, llm]))
     # the chain wraps the LLM call with the same answer: evaluated once, as the outer span
     assert [c.span.name for c in cases] == ["rag"]
@@ -104,25 +148,55 @@ def test_openinference_llm_and_retriever_spans() -> None:
 
 def test_wrapper_with_a_different_answer_is_evaluated_separately() -> None:
     outer = sdk_turn(tid(5), "Summarize", "Final: short summary.")[0]
-    inner = span(tid(5), sid(7), "chat", {
-        C.GEN_AI_OPERATION_NAME: "chat",
-        C.GEN_AI_INPUT_MESSAGES: chat_messages(("user", "Draft a summary")),
-        C.GEN_AI_OUTPUT_MESSAGES: chat_messages(("assistant", "A long draft.")),
-    }, parent=sid(1), end=4000)
-    assert sorted(c.span.name for c in extract_cases(trace_of([outer, inner]))) == ["answer", "chat"]
+    inner = span(
+        tid(5),
+        sid(7),
+        "chat",
+        {
+            C.GEN_AI_OPERATION_NAME: "chat",
+            C.GEN_AI_INPUT_MESSAGES: chat_messages(("user", "Draft a summary")),
+            C.GEN_AI_OUTPUT_MESSAGES: chat_messages(("assistant", "A long draft.")),
+        },
+        parent=sid(1),
+        end=4000,
+    )
+    assert sorted(c.span.name for c in extract_cases(trace_of([outer, inner]))) == [
+        "answer",
+        "chat",
+    ]
     assert [c.span.name for c in extract_cases(trace_of([outer, inner]), "root")] == ["answer"]
 
 
 def test_openllmetry_entities_db_query_events_and_association_session() -> None:
-    wf = span(tid(6), sid(1), "qa.workflow", {
-        C.TRACELOOP_SPAN_KIND: "workflow",
-        C.TRACELOOP_ENTITY_INPUT: json.dumps({"args": ["How tall is Everest?"], "kwargs": {}}),
-        C.TRACELOOP_ENTITY_OUTPUT: json.dumps("Everest is 8,849 m tall."),
-        C.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + "session_id": "sess-3",
-    }, end=9000)
-    db = span(tid(6), sid(2), "chroma.query", {}, parent=sid(1), end=2000, events=[
-        (C.DB_QUERY_RESULT_EVENT, {C.DB_QUERY_RESULT_ID: "a", C.DB_QUERY_RESULT_DOCUMENT: "Mount Everest is 8,849 metres high."}),
-    ])
+    wf = span(
+        tid(6),
+        sid(1),
+        "qa.workflow",
+        {
+            C.TRACELOOP_SPAN_KIND: "workflow",
+            C.TRACELOOP_ENTITY_INPUT: json.dumps({"args": ["How tall is Everest?"], "kwargs": {}}),
+            C.TRACELOOP_ENTITY_OUTPUT: json.dumps("Everest is 8,849 m tall."),
+            C.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + "session_id": "sess-3",
+        },
+        end=9000,
+    )
+    db = span(
+        tid(6),
+        sid(2),
+        "chroma.query",
+        {},
+        parent=sid(1),
+        end=2000,
+        events=[
+            (
+                C.DB_QUERY_RESULT_EVENT,
+                {
+                    C.DB_QUERY_RESULT_ID: "a",
+                    C.DB_QUERY_RESULT_DOCUMENT: "Mount Everest is 8,849 metres high.",
+                },
+            ),
+        ],
+    )
     [c] = extract_cases(trace_of([wf, db]))
     assert (c.case.input, c.case.output) == ("How tall is Everest?", "Everest is 8,849 m tall.")
     assert c.case.context == "Mount Everest is 8,849 metres high."
@@ -130,29 +204,68 @@ def test_openllmetry_entities_db_query_events_and_association_session() -> None:
 
 
 def test_official_openai_log_events_joined_to_span() -> None:
-    s = span(tid(7), sid(1), "chat gpt-4o", {C.GEN_AI_OPERATION_NAME: "chat", C.GEN_AI_REQUEST_MODEL: "gpt-4o"})
+    s = span(
+        tid(7),
+        sid(1),
+        "chat gpt-4o",
+        {C.GEN_AI_OPERATION_NAME: "chat", C.GEN_AI_REQUEST_MODEL: "gpt-4o"},
+    )
     logs = [
-        {"trace_id": tid(7), "span_id": sid(1), "event": C.EVENT_GEN_AI_SYSTEM_MESSAGE, "body": {"content": "Context: the shop opens at 9."}, "time": 1},
-        {"trace_id": tid(7), "span_id": sid(1), "event": C.EVENT_GEN_AI_USER_MESSAGE, "body": {"content": "When do you open?"}, "time": 2},
-        {"trace_id": tid(7), "span_id": sid(1), "event": C.EVENT_GEN_AI_CHOICE, "body": {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "At 9 am."}}, "time": 3},
+        {
+            "trace_id": tid(7),
+            "span_id": sid(1),
+            "event": C.EVENT_GEN_AI_SYSTEM_MESSAGE,
+            "body": {"content": "Context: the shop opens at 9."},
+            "time": 1,
+        },
+        {
+            "trace_id": tid(7),
+            "span_id": sid(1),
+            "event": C.EVENT_GEN_AI_USER_MESSAGE,
+            "body": {"content": "When do you open?"},
+            "time": 2,
+        },
+        {
+            "trace_id": tid(7),
+            "span_id": sid(1),
+            "event": C.EVENT_GEN_AI_CHOICE,
+            "body": {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "At 9 am."},
+            },
+            "time": 3,
+        },
     ]
     [c] = extract_cases(trace_of([s], logs))
-    assert (c.case.input, c.case.output, c.case.context) == ("When do you open?", "At 9 am.", "Context: the shop opens at 9.")
+    assert (c.case.input, c.case.output, c.case.context) == (
+        "When do you open?",
+        "At 9 am.",
+        "Context: the shop opens at 9.",
+    )
 
 
 def test_inference_operation_details_log_record() -> None:
     s = span(tid(8), sid(1), "chat", {C.GEN_AI_OPERATION_NAME: "chat"})
-    logs = [{
-        "trace_id": tid(8), "span_id": sid(1), "event": C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS,
-        "attrs": {C.GEN_AI_INPUT_MESSAGES: chat_messages(("user", "Ping?")),
-                  C.GEN_AI_OUTPUT_MESSAGES: chat_messages(("assistant", "Pong."))},
-    }]
+    logs = [
+        {
+            "trace_id": tid(8),
+            "span_id": sid(1),
+            "event": C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS,
+            "attrs": {
+                C.GEN_AI_INPUT_MESSAGES: chat_messages(("user", "Ping?")),
+                C.GEN_AI_OUTPUT_MESSAGES: chat_messages(("assistant", "Pong.")),
+            },
+        }
+    ]
     [c] = extract_cases(trace_of([s], logs))
     assert (c.case.input, c.case.output) == ("Ping?", "Pong.")
 
 
 def test_spans_without_content_or_non_llm_give_no_case() -> None:
-    no_content = span(tid(9), sid(1), "chat", {C.GEN_AI_OPERATION_NAME: "chat"})  # content capture off
+    no_content = span(
+        tid(9), sid(1), "chat", {C.GEN_AI_OPERATION_NAME: "chat"}
+    )  # content capture off
     http = span(tid(9), sid(2), "GET /", {"http.method": "GET"}, parent=sid(1))
     assert extract_cases(trace_of([no_content, http])) == []
 

@@ -51,7 +51,9 @@ def test_rules_choose_rate_and_nodes_and_always() -> None:
         SamplingSettings(
             default_rate=0.0,
             rules=[
-                SamplingRule(name="vip", attribute={"tier": "gold"}, always=True, nodes=["grounding"]),
+                SamplingRule(
+                    name="vip", attribute={"tier": "gold"}, always=True, nodes=["grounding"]
+                ),
                 SamplingRule(name="checkout", service="checkout-*", rate=1.0, nodes=["relevance"]),
                 SamplingRule(name="noisy", span_name="healthcheck", rate=0.0),
             ],

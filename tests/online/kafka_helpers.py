@@ -1,0 +1,176 @@
+"""Helpers of the Kafka integration tests: produce OTLP traces the way a collector without
+trace-id keying does (spans of one trace in different messages and partitions), read topics,
+and settings for the evaluator under test."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from nexagauge.settings import Settings
+
+from .otlp import rand_tid, sdk_turn, sid, traces_request
+
+
+def topics(prefix: str = "t") -> dict[str, str]:
+    u = uuid.uuid4().hex[:8]
+    return {
+        "traces_topic": f"{prefix}-spans-{u}",
+        "logs_topic": f"{prefix}-logs-{u}",
+        "rekeyed_topic": f"{prefix}-bytrace-{u}",
+        "dlq_topic": f"{prefix}-dlq-{u}",
+        "group_id": f"{prefix}-group-{u}",
+    }
+
+
+def settings_dict(bootstrap: str, names: dict[str, str], **online: Any) -> dict[str, Any]:
+    return {
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            **names,
+            "fetch_max_wait_ms": 20,
+            "topic_partitions": 4,
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 500,
+        },
+        "online": {
+            "nodes": ["relevance"],
+            "trace_grace_s": 0.2,
+            "trace_inactivity_s": 3.0,
+            "commit_interval_s": 0.2,
+            "drain_timeout_s": 10.0,
+            **online,
+        },
+        "sampling": {"default_rate": 1.0},
+        "judge": {"mode": "none"},
+        "cache": {"enabled": False},
+        "emit": {"metrics_port": 0},
+    }
+
+
+def make_settings(bootstrap: str, names: dict[str, str], **online: Any) -> Settings:
+    return Settings(**settings_dict(bootstrap, names, **online))
+
+
+def toml_config(path: Path, d: dict[str, Any]) -> Path:
+    """Write settings as TOML (flat tables of scalars and lists are all these tests need)."""
+
+    def val(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = []
+    for section, kv in d.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {val(v)}" for k, v in kv.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def build_traces(n: int, seed: int = 0) -> tuple[list[bytes], list[str]]:
+    """Messages holding spans of ``n`` traces, each trace split over two messages.
+
+    Returns (messages, expected case ids). Children of a group of traces go into one message,
+    their roots into another, so every message mixes traces and every trace spans messages.
+    """
+    rnd = random.Random(seed)
+    msgs: list[bytes] = []
+    expected: list[str] = []
+    group: list[list[dict[str, Any]]] = []
+    for i in range(n):
+        t = rand_tid()
+        spans = sdk_turn(t, f"Question {i}?", f"Answer {i}.", docs=[f"Document {i}."])
+        group.append(spans)
+        expected.append(f"{t.hex()}:{sid(1).hex()}")
+        if len(group) == 5 or i == n - 1:
+            msgs.append(traces_request([g[1] for g in group]))
+            msgs.append(traces_request([g[0] for g in group]))
+            group = []
+    _ = rnd
+    return msgs, expected
+
+
+async def produce(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    partitions: int,
+    *,
+    seed: int = 0,
+    delay_s: float = 0.0,
+) -> None:
+    """Produce without keys to random partitions (as rotel does)."""
+    rnd = random.Random(seed)
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=8 << 20, acks="all")
+    await p.start()
+    try:
+        for v in values:
+            await p.send_and_wait(topic, v, partition=rnd.randrange(partitions))
+            if delay_s:
+                await asyncio.sleep(delay_s)
+    finally:
+        await p.stop()
+
+
+async def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -> list[Any]:
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=20,
+        max_partition_fetch_bytes=8 << 20,
+    )
+    await c.start()
+    out: list[Any] = []
+    try:
+        parts = c.partitions_for_topic(topic) or set()
+        for _ in range(50):
+            if parts:
+                break
+            await c._client.force_metadata_update()
+            parts = c.partitions_for_topic(topic) or set()
+            await asyncio.sleep(0.1)
+        c.assign([TopicPartition(topic, p) for p in parts])
+        deadline = time.monotonic() + timeout
+        while len(out) < expect and time.monotonic() < deadline:
+            batch = await c.getmany(timeout_ms=200)
+            for recs in batch.values():
+                out.extend(recs)
+    finally:
+        await c.stop()
+    return out
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        out = {}
+        for p in range(partitions):
+            out[p] = await c.committed(TopicPartition(topic, p)) or 0
+        return out
+    finally:
+        await c.stop()
+
+
+async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = await c.end_offsets(tps)
+        return {tp.partition: off for tp, off in ends.items()}
+    finally:
+        await c.stop()
