@@ -298,3 +298,59 @@ def test_from_settings_wires_everything(tmp_path: Path) -> None:
     given = EvaluatorMetrics(CollectorRegistry())
     assert Emitter.from_settings(s, metrics=given).metrics is given
     e.spans.shutdown()
+
+
+async def test_emit_does_not_wait_for_span_export(settings: Settings) -> None:
+    """The OTLP export runs on the batch processor's thread: a stuck collector never stalls emit."""
+    import threading
+
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    release = threading.Event()
+    exported: list[int] = []
+
+    class Stuck(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            release.wait(10)
+            exported.append(len(spans))
+            return SpanExportResult.SUCCESS
+
+    w = EvaluationSpanWriter(Stuck(), batch=True)
+    e = Emitter(EvaluatorMetrics(CollectorRegistry()), w, settings)
+    for i in range(3):
+        await asyncio.wait_for(e.emit(target(span_id=f"{i + 1:016x}"), judged_result()), 5)
+    flush = asyncio.ensure_future(w.aflush(10_000))
+    await asyncio.sleep(0.05)
+    assert evaluations(e) == 3.0 and exported == []  # counted while the export is stuck
+    release.set()
+    assert await flush
+    await e.aclose()
+    assert sum(exported) == 3
+
+
+async def test_journal_io_runs_off_the_loop(tmp_path: Path) -> None:
+    """A slow disk delays only the emit call that waits for it, never the event loop."""
+    import time as _time
+
+    e = make_emitter(EmitSettings(dedupe_journal_path=tmp_path / "j"))
+    assert e.journal is not None
+    slow = e.journal.append
+
+    def slow_append(hashes):  # type: ignore[no-untyped-def]
+        _time.sleep(0.5)
+        slow(hashes)
+
+    e.journal.append = slow_append  # type: ignore[method-assign]
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    t = asyncio.ensure_future(ticker())
+    await e.emit(target(), judged_result())
+    t.cancel()
+    assert ticks >= 10  # the loop kept running during the 0.5 s write
+    assert evaluations(e) == 1.0
