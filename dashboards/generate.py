@@ -328,7 +328,7 @@ def alerts() -> list[Alert]:
             name="NexagaugeBudgetExhausted",
             expr=(
                 f"max by (window) ({mn.BUDGET_EXHAUSTED}) == 1"
-                f' and on() sum(increase({mn.SKIPPED}{{reason="budget"}}[15m]))'
+                f' and on() sum(increase({mn.SKIPPED}{{reason=~"budget.*"}}[15m]))'
                 f" >= {BUDGET_MIN_SKIPPED}"
             ),
             for_="10m",

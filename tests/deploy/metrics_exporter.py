@@ -68,7 +68,7 @@ def tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
         m.late_spans(2)
     if step % 13 == 0:
         m.dead_lettered("decode_error")
-    m.skip("budget")
+    m.skip("budget_hour")
     m.skip(rng.choice(["rate_limit", "no_case"]))
     m.set_budget("hour", 0.0, True)
     m.set_budget("day", 12.5 - step * 0.001, False)
