@@ -77,8 +77,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
         if mod is None:
             assert why is not None
             unavailable[name] = why
-            p = sub.add_parser(name, help=f"(unavailable) {why}", add_help=True)
-            p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            p = sub.add_parser(name, help=f"(unavailable) {why}", add_help=False)
             p.set_defaults(_unavailable=why)
             continue
         before = set(sub.choices)
@@ -88,9 +87,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
             why = f"the {name!r} command failed to register: {type(e).__name__}: {e}"
             unavailable[name] = why
             if name not in sub.choices:
-                p = sub.add_parser(name, help=f"(unavailable) {why}")
-                p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-                p.set_defaults(_unavailable=why)
+                sub.add_parser(name, help=f"(unavailable) {why}", add_help=False)
+            sub.choices[name].set_defaults(_unavailable=why)
             continue
         for added in set(sub.choices) - before:
             sub.choices[added].set_defaults(_handler=mod.run)
@@ -145,11 +143,13 @@ def _setup_logging(verbosity: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point of ``nexagauge``; returns the exit status."""
     parser, _unavailable = build_parser()
-    args = parser.parse_args(argv)
-    _setup_logging(args.verbose)
+    args, extra = parser.parse_known_args(argv)
     if getattr(args, "_unavailable", None):
         print(f"nexagauge: error: {args._unavailable}", file=sys.stderr)
         return EXIT_USAGE
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    _setup_logging(args.verbose)
     handler = getattr(args, "_handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

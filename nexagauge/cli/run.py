@@ -335,7 +335,9 @@ async def _run(
         rows = summary.metric_rows()
         checks = check_bounds(rows, bounds)
         breached = [c for c in checks if not c["ok"]]
-        failures = summary.failed_records + summary.node_errors + summary.metric_errors
+        # a metric that could not be computed (score null + error) is reported, not a failure:
+        # it is a property of the data (e.g. a one-word reference has no bigrams)
+        failures = summary.failed_records + summary.node_errors
         if failures or input_error:
             status = EXIT_FAILURES
         elif breached:
@@ -399,6 +401,9 @@ async def _run(
 def _print_table(
     rows: list[dict[str, Any]], summary: SummaryBuilder, judge: Any, no_judge: str
 ) -> None:
+    if not rows:
+        print(f"(no metric nodes in the plan of {summary.target!r}: see the case reports)")
+        return
     table = format_table(
         ["metric", "node", "n", "mean", "median", "pass", "errors", "skipped"],
         [

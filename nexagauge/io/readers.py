@@ -283,6 +283,7 @@ class _JsonScanner:
         self.pos = 0
         self.line = 1  # line number at self.pos
         self.eof = False
+        self.truncated = False  # the last element ran into the end of the file
 
     def _more(self) -> bool:
         if self.eof:
@@ -330,8 +331,11 @@ class _JsonScanner:
         while True:
             self._skip(_WS if in_array else re.compile(r"\s*"))
             if self.pos >= len(self.buf):
-                if in_array:
-                    yield self.line, "", "unexpected end of file (missing ']')"
+                if in_array and not self.truncated:
+                    raise ReaderError(
+                        f"{self.owner.path}: line {self.line}: unexpected end of file "
+                        "(the array has no closing ']'); the file may be truncated"
+                    )
                 return
             if in_array and self.buf[self.pos] == "]":
                 self._advance(self.pos + 1)
@@ -360,6 +364,7 @@ class _JsonScanner:
                 end = len(self.buf)
                 if stack or in_string:
                     problem = problem or "unexpected end of file inside a record"
+                    self.truncated = True
                 break
             c = m.group()
             i = m.end()
