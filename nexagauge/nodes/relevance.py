@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from nexagauge.graph.node import CallEstimate, NodeContext
@@ -44,9 +45,20 @@ class RelevanceNode(ClaimMetricNode):
 
     def skip_reason(self, ctx: NodeContext) -> str | None:
         if _qg(ctx):
+            from nexagauge.judge import qg_relevance
+
             why = self.skip_reason_static(ctx)
-            return why or (NO_JUDGE if ctx.runtime.judge is None else None)
+            if why or ctx.runtime.judge is None:
+                return why or NO_JUDGE
+            return qg_relevance.skip_reason(ctx)
         return super().skip_reason(ctx)
+
+    def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
+        if _qg(ctx):
+            from nexagauge.judge import qg_relevance
+
+            return qg_relevance.cache_key_parts(ctx)
+        return super().cache_key_parts(ctx)
 
     async def run(self, ctx: NodeContext) -> Any:
         if _qg(ctx):
@@ -59,6 +71,5 @@ class RelevanceNode(ClaimMetricNode):
         if _qg(ctx):
             from nexagauge.judge import qg_relevance
 
-            est = getattr(qg_relevance, "estimate", None)
-            return list(est(ctx, node=self.name)) if callable(est) else []
+            return list(qg_relevance.estimate(ctx, node=self.name))
         return super().estimate(ctx)
