@@ -358,7 +358,7 @@ def test_a_missing_or_broken_subcommand_does_not_break_the_others(
     broken.run = lambda args: 0  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "nexagauge.cli.broken_cmd", broken)
     monkeypatch.setattr(cli_main, "SUBCOMMANDS", ("nodes", "does_not_exist", "broken_cmd"))
-    parser, unavailable = cli_main.build_parser()
+    _parser, unavailable = cli_main.build_parser()
     assert "not installed" in unavailable["does_not_exist"]
     assert "bad parser" in unavailable["broken_cmd"]
     assert cli_main.main(["does_not_exist", "--anything"]) == 2
