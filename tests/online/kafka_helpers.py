@@ -123,7 +123,7 @@ async def produce(
         await p.stop()
 
 
-async def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -> list[Any]:
+async def read_all(bootstrap: str, topic: str, expect: int, within_s: float = 20.0) -> list[Any]:
     c = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -143,7 +143,7 @@ async def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 20.
             parts = c.partitions_for_topic(topic) or set()
             await asyncio.sleep(0.1)
         c.assign([TopicPartition(topic, p) for p in parts])
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within_s
         while len(out) < expect and time.monotonic() < deadline:
             batch = await c.getmany(timeout_ms=200)
             for recs in batch.values():

@@ -49,8 +49,8 @@ class Recorder:
         self.targets.append(target)
 
 
-async def wait_for(pred, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
+async def wait_for(pred, within_s: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         if pred():
             return True
