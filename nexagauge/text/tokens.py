@@ -108,13 +108,10 @@ def count_tokens(text: str) -> int:
 
 
 def count_tokens_many(texts: list[str]) -> list[int]:
-    """Token counts of many texts (one call; uses tiktoken's batch encoder for long lists).
+    """Token counts of many texts, in order (memoized like :func:`count_tokens`).
 
     Example:
         >>> count_tokens_many(["hello world", ""])
         [2, 0]
     """
-    if len(texts) < 16:
-        return [count_tokens(t) for t in texts]
-    enc = get_encoding()
-    return [len(ids) for ids in enc.encode_ordinary_batch(texts)]
+    return [count_tokens(t) for t in texts]

@@ -203,3 +203,43 @@ async def test_refiner_node_without_upstream_chunks_itself(case, make_runtime) -
     out = await RefinerNode().run(ctx(c, rt))
     assert [ch.index for ch in out.chunks] == [0, 1, 3]
     assert len(out.dropped) == 2
+
+
+def _brute_force(texts: list[str], threshold: float, window: int) -> list[Duplicate]:
+    """The definition, without candidate filtering: every kept text in the window is compared."""
+    out, exact, kept = [], {}, []
+    for i, t in enumerate(texts):
+        norm = comparison_form(t)
+        if norm in exact:
+            out.append(Duplicate(i, exact[norm], 1.0, "exact"))
+            continue
+        sk = sketch(norm)
+        best = max(
+            ((jaccard(sk, o), -j, j) for j, o in kept[-window:]),
+            default=None,
+        )
+        if best is not None and best[0] >= threshold:
+            out.append(Duplicate(i, best[2], round(best[0], 6), "shingle_jaccard"))
+            continue
+        exact[norm] = i
+        kept.append((i, sk))
+    return out
+
+
+_variant = st.tuples(
+    st.sampled_from(["The tower is in Paris", "Rome is the capital of Italy", "It rains",
+                     "Gustave Eiffel designed the iron lattice tower in 1889"]),
+    st.sampled_from(["", ".", " today", "s", " and more", " in France", " indeed it is"]),
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(_variant, max_size=30),
+    threshold=st.floats(min_value=0.3, max_value=1.0),
+    window=st.integers(min_value=1, max_value=8),
+)
+def test_prefix_filter_misses_nothing(texts: list[str], threshold: float, window: int) -> None:
+    assert find_duplicates(texts, threshold, window=window) == _brute_force(
+        texts, threshold, window
+    )
