@@ -7,6 +7,7 @@ Everything here is pure, deterministic and offline (no model hub, no NLTK data d
 - :mod:`nexagauge.text.segment`: token-aware chunking of a text into spans of the original.
 - :mod:`nexagauge.text.dedup`: bounded, deterministic near-duplicate detection.
 - :mod:`nexagauge.text.wordnet`: optional WordNet synonyms (system WordNet 3.0 files) for METEOR.
+- :mod:`nexagauge.text.lcs`: bit-parallel longest-common-subsequence length (ROUGE-L).
 
 Modules are imported on demand (``from nexagauge.text.tokens import count_tokens``) so importing
 this package costs nothing.

@@ -343,3 +343,19 @@ def test_rouge_matches_rouge_score_exactly(out: list[str], ref: list[str]) -> No
     got = _by_name(rouge(o, r))
     for name in ("rouge1", "rougeL") + (("rouge2",) if min(len(out), len(ref)) >= 2 else ()):
         assert got[name].score == pytest.approx(expected[name].fmeasure, abs=1e-12), name
+
+
+async def test_node_default_without_any_wordnet(case, make_runtime, monkeypatch, tmp_path) -> None:
+    """A machine without WordNet: the default node runs METEOR exact+stem and says so."""
+    monkeypatch.setattr(wordnet, "candidate_dirs", lambda: [tmp_path / "none"])
+    monkeypatch.setattr(wordnet, "locate", lambda: None)  # also hides NLTK's own corpus
+    monkeypatch.setattr(wordnet, "_default", None)
+    rt = make_runtime()
+    c = case("the cat is quick", reference="the cat is fast")
+    node = RefmatchNode()
+    assert node.cache_key_parts(ctx(c, rt))["meteor"] == "exact+stem"
+    out = await node.run(ctx(c, rt))
+    m = _by_name(out.metrics)["meteor"]
+    assert m.score == pytest.approx(0.75 * (1 - 0.5 / 27))  # no synonym stage: 3 of 4 words
+    assert m.meta == {"variant": "exact+stem"}
+    assert wordnet.default_synonyms()[0] is NO_SYNONYMS
