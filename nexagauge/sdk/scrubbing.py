@@ -122,8 +122,8 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
     ),
     ScrubRule(
         "password",
-        r"(?i:\b(?:password|passphrase)\s+(?:is|was)\s*)(?P<v>[^\s\"',;]+)",
-        raw_triggers=("assword", "assphrase"),
+        r"(?i:\bpassword\s+(?:is|was)\s*)(?P<v>[^\s\"',;]+)",
+        raw_triggers=("assword",),
     ),
     ScrubRule(
         "secret",
@@ -279,17 +279,31 @@ class Scrubber:
                     marks = [*(marks or ()), f"{attribute}:hook"]
         return text, marks
 
-    def _apply_rules(self, text: str, raw: bytes) -> tuple[str, list[str]] | None:
+    def is_clean(self, text: str) -> bool:
+        """True when :meth:`scrub` would certainly return ``text`` unchanged (cheap gates only).
+
+        Lets a caller gate several texts with one pass over their concatenation.
+        """
+        if self.hook is not None:
+            return False
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return not self._rules or not self._candidates(raw)
+
+    def _candidates(self, raw: bytes) -> list[_Compiled]:
+        """The rules whose gates ``raw`` passes (usually none)."""
         classed = raw.translate(_CLASS_TABLE)
         seps = classed.translate(None, b"a ")
         if seps:  # canonical form: each separator present once, in b"=:@" order
             seps = bytes(c for c in b"=:@" if c in seps)
         rules = self._by_shape[(seps, _LONG_RUN in classed)]
+        out: list[_Compiled] = []
         if not rules:
-            return None
+            return out
         low: bytes | None = None
         digits = -1
-        names: list[str] = []
         for rule in rules:
             if rule.min_digits:
                 if digits < 0:
@@ -310,6 +324,12 @@ class Scrubber:
                         break
                 else:
                     continue
+            out.append(rule)
+        return out
+
+    def _apply_rules(self, text: str, raw: bytes) -> tuple[str, list[str]] | None:
+        names: list[str] = []
+        for rule in self._candidates(raw):
             hit: list[bool] = []
             new = rule.regex.sub(lambda m, r=rule, h=hit: _replace(m, r, h), text)  # type: ignore[misc]
             if hit:

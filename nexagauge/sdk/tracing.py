@@ -79,7 +79,16 @@ _attach = otel_context.attach
 _detach = otel_context.detach
 _set_value = otel_context.set_value
 _get_value = otel_context.get_value
+_get_current = otel_context.get_current
 _set_span_in_context = otel_trace.set_span_in_context
+try:  # the key OpenTelemetry stores the current span under (lets us build the context in one copy)
+    from opentelemetry.trace.propagation import _SPAN_KEY
+except ImportError:  # pragma: no cover - a future OpenTelemetry without it: two copies instead
+    _SPAN_KEY = None
+_OUT_TAILS = {
+    reason: f'}}],"finish_reason":{_enc(reason)}}}]'
+    for reason in (C.FINISH_REASON_STOP, C.FINISH_REASON_ERROR, C.FINISH_REASON_ABANDONED)
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +101,7 @@ class _Call:
     __slots__ = (
         "ctx",
         "docs",
-        "docs_len",
+        "input_text",
         "knobs",
         "marks",
         "meta",
@@ -109,7 +118,7 @@ class _Call:
         self.span: Any = None
         self.ctx: Any = None
         self.docs: list[dict[str, Any]] | None = None
-        self.docs_len = 0
+        self.input_text: str | None = None  # str input, recorded at the end (see _end_ok)
         self.knobs: dict[str, str] | None = None
         self.marks: list[str] | None = None
         self.original: dict[str, int] | None = None
@@ -117,19 +126,24 @@ class _Call:
         self.turn_end = False
 
     # -- recording helpers (never called with the context of another call)
-    def text(self, attribute: str, text: str, original: int = -1) -> str:
+    def text(self, attribute: str, text: str, original: int = -1, clean: bool = False) -> str:
         """Scrub then truncate one recorded text, noting what was changed.
 
         ``original``: the length before the caller already dropped a tail (streams keep only what
         fits); the marker and ``nexagauge.original_length.*`` then report that length.
+        ``clean``: the caller already established (``Scrubber.is_clean``) that scrubbing would not
+        change the text.
         """
         st = self.state
-        scrubbed, marks = st.scrubber.scrub(attribute, text)
-        if marks is not None:
-            if self.marks is None:
-                self.marks = marks
-            else:
-                self.marks.extend(m for m in marks if m not in self.marks)
+        if clean:
+            scrubbed = text
+        else:
+            scrubbed, marks = st.scrubber.scrub(attribute, text)
+            if marks is not None:
+                if self.marks is None:
+                    self.marks = marks
+                else:
+                    self.marks.extend(m for m in marks if m not in self.marks)
         limit = st.max_value_length
         if len(scrubbed) > limit or original > len(text):
             scrubbed = self.truncate(attribute, scrubbed, max(original, len(text)), limit)
@@ -287,9 +301,8 @@ def _input_attrs(call: _Call, attrs: dict[str, Any], value: Any) -> None:
         )
         return
     if type(value) is str:
-        attrs[C.GEN_AI_INPUT_MESSAGES] = (
-            _IN_HEAD + _enc(call.text(C.GEN_AI_INPUT_MESSAGES, value)) + _IN_TAIL
-        )
+        # immutable: recorded when the call ends, scrubbed together with the output (one pass)
+        call.input_text = value
         return
     if isinstance(value, (list, tuple)) and value:
         messages = _messages_from_list(call, value)
@@ -314,14 +327,19 @@ def _as_text(call: _Call, value: Any) -> str:
     return text
 
 
+def _flush_input(call: _Call, attrs: dict[str, Any], clean: bool = False) -> None:
+    """Record the deferred ``str`` input (see ``_input_attrs``)."""
+    text = call.input_text
+    if text is not None:
+        call.input_text = None
+        attrs[C.GEN_AI_INPUT_MESSAGES] = (
+            _IN_HEAD + _enc(call.text(C.GEN_AI_INPUT_MESSAGES, text, clean=clean)) + _IN_TAIL
+        )
+
+
 def _output_message(call: _Call, text: str, finish_reason: str, original: int = -1) -> str:
-    return (
-        _OUT_HEAD
-        + _enc(call.text(C.GEN_AI_OUTPUT_MESSAGES, text, original))
-        + _OUT_TAIL
-        + _enc(finish_reason)
-        + "}]"
-    )
+    tail = _OUT_TAILS.get(finish_reason) or _OUT_TAIL + _enc(finish_reason) + "}]"
+    return _OUT_HEAD + _enc(call.text(C.GEN_AI_OUTPUT_MESSAGES, text, original)) + tail
 
 
 def _output_attrs(call: _Call, attrs: dict[str, Any], result: Any) -> None:
@@ -498,26 +516,30 @@ def normalize_documents(docs: Any) -> list[dict[str, Any]]:
 
 
 def _start(meta: _Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+    """Start the span of one call (hot path: keep it lean; everything else happens at the end)."""
     st = _config.STATE
     if not st.enabled:
         return None
     call = _Call(meta, st)
-    attrs = meta.static.copy()
+    attrs = meta.static  # passed read-only; copied only when something is added
     sess = _SESSION.get()
     if sess is not None:
-        attrs.update(sess.attrs)
+        attrs = {**attrs, **sess.attrs}
     if meta.is_retrieval:
         parent = _get_value(_CALL_KEY)
         call.parent = parent if isinstance(parent, _Call) else None
     if st.capture_content:
         if meta.capture_input:
             if meta.input_auto:
-                value = _first_str(args, kwargs)
+                value = args[0] if args and type(args[0]) is str else _first_str(args, kwargs)
             elif meta.input_name is not None:
                 value = _pick(args, kwargs, meta.input_name, meta.input_pos, meta.input_default)
             else:
                 value = _MISSING
-            if value is not _MISSING and value is not None:
+            if type(value) is str and not meta.is_retrieval:
+                call.input_text = value  # recorded at the end, scrubbed with the output
+            elif value is not _MISSING and value is not None:
+                attrs = dict(attrs)
                 _input_attrs(call, attrs, value)
         if meta.context_name is not None:
             docs = _pick(args, kwargs, meta.context_name, meta.context_pos, meta.context_default)
@@ -525,16 +547,14 @@ def _start(meta: _Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call 
                 call.add_docs(normalize_documents(docs))
     span = st.tracer.start_span(meta.name, attributes=attrs)
     call.span = span
-    call.ctx = _set_value(_CALL_KEY, call, _set_span_in_context(span))
+    if _SPAN_KEY is not None:  # the current context + our span + the call state, one copy
+        values = dict(_get_current())
+        values[_SPAN_KEY] = span
+        values[_CALL_KEY] = call
+        call.ctx = otel_context.Context(values)
+    else:  # pragma: no cover
+        call.ctx = _set_value(_CALL_KEY, call, _set_span_in_context(span))
     return call
-
-
-def _start_guarded(meta: _Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
-    try:
-        return _start(meta, args, kwargs)
-    except Exception as exc:
-        internal_error("start span", exc)
-        return None
 
 
 def _common_end_attrs(call: _Call, attrs: dict[str, Any]) -> None:
@@ -555,11 +575,34 @@ def _common_end_attrs(call: _Call, attrs: dict[str, Any]) -> None:
 def _end_ok(call: _Call, result: Any, capture: bool) -> None:
     try:
         attrs: dict[str, Any] = {}
-        if capture and call.meta.capture_output and call.state.capture_content:
-            _output_attrs(call, attrs, result)
+        capture = capture and call.meta.capture_output and call.state.capture_content
+        text_in = call.input_text
+        if capture and type(result) is str and text_in is not None:
+            # the common case, text in and text out: one scrubbing gate over both texts
+            limit = call.state.max_value_length
+            if (
+                len(text_in) <= limit
+                and len(result) <= limit
+                and call.state.scrubber.is_clean(text_in + "\n" + result)
+            ):
+                call.input_text = None
+                attrs[C.GEN_AI_INPUT_MESSAGES] = _IN_HEAD + _enc(text_in) + _IN_TAIL
+                attrs[C.GEN_AI_OUTPUT_MESSAGES] = (
+                    _OUT_HEAD + _enc(result) + _OUT_TAILS[C.FINISH_REASON_STOP]
+                )
+            else:
+                _flush_input(call, attrs)
+                attrs[C.GEN_AI_OUTPUT_MESSAGES] = _output_message(
+                    call, result, C.FINISH_REASON_STOP
+                )
+        else:
+            if capture:
+                _output_attrs(call, attrs, result)
+            _flush_input(call, attrs)
         if call.docs or call.knobs or call.marks or call.original or call.turn_end:
             _common_end_attrs(call, attrs)
         span = call.span
+        call.ctx = None  # break the call <-> context cycle: freed by refcount, not by the GC
         if attrs:
             span.set_attributes(attrs)
         span.end()
@@ -593,7 +636,9 @@ def _end_error(call: _Call, exc: BaseException) -> None:
         )
         span.set_status(Status(StatusCode.ERROR, f"{etype}: {message}"))
         attrs: dict[str, Any] = {C.ERROR_TYPE: etype}
+        _flush_input(call, attrs)
         _common_end_attrs(call, attrs)
+        call.ctx = None  # break the call <-> context cycle
         span.set_attributes(attrs)
         span.end()
     except Exception as inner:
@@ -610,6 +655,7 @@ def _str_fails(exc: BaseException) -> bool:
 
 
 def _end_quietly(call: _Call) -> None:
+    call.ctx = None
     try:
         if call.span is not None and call.span.is_recording():
             call.span.end()
@@ -655,6 +701,7 @@ class _Stream:
                 C.NG_STREAM_CHUNK_COUNT: self.count,
                 C.NG_STREAM_ABANDONED: abandoned,
             }
+            _flush_input(call, attrs)
             if self.count:
                 attrs[C.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (self.first_ns - self.start_ns) / 1e9
             if self.parts and call.meta.capture_output and call.state.capture_content:
@@ -1039,7 +1086,11 @@ def retriever(func: Any = None, /, *, name: str | None = None, query_arg: str | 
 def _wrap_sync(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        call = _start_guarded(meta, args, kwargs)
+        try:
+            call = _start(meta, args, kwargs)
+        except Exception as exc:
+            internal_error("start span", exc)
+            call = None
         if call is None:
             return fn(*args, **kwargs)
         token = _attach(call.ctx)
@@ -1083,7 +1134,11 @@ async def _finish_awaited(call: _Call, coro: Any) -> Any:
 def _wrap_async(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        call = _start_guarded(meta, args, kwargs)
+        try:
+            call = _start(meta, args, kwargs)
+        except Exception as exc:
+            internal_error("start span", exc)
+            call = None
         if call is None:
             return await fn(*args, **kwargs)
         token = _attach(call.ctx)
@@ -1111,7 +1166,11 @@ def _wrap_async(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
 def _wrap_gen(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        call = _start_guarded(meta, args, kwargs)
+        try:
+            call = _start(meta, args, kwargs)
+        except Exception as exc:
+            internal_error("start span", exc)
+            call = None
         if call is None:
             return (yield from fn(*args, **kwargs))
         token = _attach(call.ctx)
@@ -1131,7 +1190,11 @@ def _wrap_gen(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
 def _wrap_async_gen(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        call = _start_guarded(meta, args, kwargs)
+        try:
+            call = _start(meta, args, kwargs)
+        except Exception as exc:
+            internal_error("start span", exc)
+            call = None
         if call is None:
             async for item in _passthrough(fn(*args, **kwargs)):
                 yield item
