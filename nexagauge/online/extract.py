@@ -232,11 +232,15 @@ class SpanView:
     @cached_property
     def is_retrieval(self) -> bool:
         a = self.attrs
+        # a traced call may also carry the documents it was given (gen_ai.retrieval.documents on
+        # a workflow span): that makes it context-bearing, not a retrieval span
         return (
             self.operation == C.OPERATION_RETRIEVAL
             or a.get(C.OI_SPAN_KIND) == C.OI_SPAN_KIND_RETRIEVER
-            or C.GEN_AI_RETRIEVAL_DOCUMENTS in a
-            or any(n == C.DB_QUERY_RESULT_EVENT for n, _ in self.events)
+            or (
+                any(n == C.DB_QUERY_RESULT_EVENT for n, _ in self.events)
+                and not (self.is_llm or self.is_sdk or self.is_wrapper)
+            )
         )
 
     @cached_property
@@ -521,7 +525,7 @@ def _case(
     io = v.io
     assert io.output is not None
     current, turns = _turns(io.input_messages, io.output)
-    docs: list[str] = []
+    docs: list[str] = list(dict.fromkeys(v.documents))  # documents the call itself was given
     for r in retrieval:
         if r.rec.span_id == v.rec.span_id or (r.rec.end_ns and r.rec.end_ns <= v.rec.end_ns):
             docs.extend(d for d in r.documents if d not in docs)

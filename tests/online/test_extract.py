@@ -280,3 +280,12 @@ def test_invalid_eval_block_is_reported_not_raised() -> None:
     spans[0]["attrs"][C.NG_EVAL_RELEVANCE] = json.dumps({"scoring_mode": "scale_1_5"})
     [c] = extract_cases(trace_of(spans))
     assert c.case.relevance.scoring_mode.value == "scale_1_5"
+
+
+def test_documents_on_the_traced_call_itself_are_its_context() -> None:
+    spans = sdk_turn(tid(11), "Where?", "Paris.")
+    spans[0]["attrs"][C.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps(
+        [{"id": "1", "content": "It is in Paris."}]
+    )
+    [c] = extract_cases(trace_of(spans))
+    assert c.case.context == "It is in Paris." and c.span.name == "answer"
