@@ -178,3 +178,52 @@ async def test_structured_generic_call(server, make_judge):
     server.enqueue(Reply(content=json.dumps({"score": 4, "reasons": ["ok"]})))
     reply = await make_judge().structured("reask", {"error": "demo"}, Score, node="geval")
     assert reply.ok and reply.value == Score(score=4, reasons=["ok"])
+
+
+async def test_global_concurrency_limit(server, make_judge):
+    import asyncio
+
+    server.handler = lambda req: Reply(content='{"verdicts":["yes"]}', delay=0.15)
+    judge = make_judge(max_concurrency=2)
+    results = await asyncio.gather(
+        *(
+            judge.judge_claims(
+                "relevance", claims(f"claim {i}"), "q", RelevanceConfig(), node="relevance"
+            )
+            for i in range(6)
+        )
+    )
+    assert all(r.ok for r in results)
+    assert server.stats.max_in_flight == 2 and server.stats.chat_requests == 6
+
+
+async def test_env_configuration_reaches_the_endpoint(server, monkeypatch, tmp_path):
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.settings import Settings
+
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_BASE_URL", server.base_url)
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_API_KEY", "env-key")
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_MODEL", "gpt-4.1-mini")
+    rt = Runtime.create(Settings(cache={"dir": str(tmp_path / "c")}))
+    try:
+        assert rt.judge_kind == "llm"
+        j = await rt.judge.judge_claims(
+            "relevance", C3[:1], "q", RelevanceConfig(), node="relevance"
+        )
+        assert j.ok
+    finally:
+        await rt.aclose()
+    req = server.requests[0]
+    assert req.body["model"] == "gpt-4.1-mini" and req.headers["authorization"] == "Bearer env-key"
+
+
+def test_openai_env_fallback(monkeypatch):
+    from nexagauge.settings import Settings
+
+    for k in ("NEXAGAUGE_JUDGE_BASE_URL", "NEXAGAUGE_JUDGE_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback")
+    s = Settings()
+    assert s.judge.base_url == "http://127.0.0.1:1/v1"
+    assert s.judge.api_key is not None and s.judge.api_key.get_secret_value() == "sk-fallback"

@@ -120,6 +120,8 @@ class ServerStats:
     embedding_requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0  # highest number of requests being answered at the same time
 
     @property
     def total_tokens(self) -> int:
@@ -231,6 +233,18 @@ class OpenAIServer:
             self.requests.append(req)
             self.stats.requests += 1
             reply = self._queue.popleft() if self._queue else None
+        with self._lock:
+            self.stats.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            self._answer(h, req, reply, body)
+        finally:
+            with self._lock:
+                self.stats.in_flight -= 1
+
+    def _answer(
+        self, h: BaseHTTPRequestHandler, req: Request, reply: Reply | None, body: Any
+    ) -> None:
         if reply is None and self.handler is not None:
             reply = self.handler(req)
         reply = reply or Reply()
