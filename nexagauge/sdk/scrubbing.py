@@ -149,14 +149,13 @@ PII_RULES: tuple[ScrubRule, ...] = (
 
 _V_GROUP = re.compile(r"\(\?P<v>")
 
-# bytes.translate tables for the gates: token characters -> b"a", the separators kept, the rest
-# -> b" "; deleting b"a " from the result leaves the separators present
+# bytes.translate table for the long-token gate: token characters -> b"a", the rest -> b" "
 _TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_CLASS_TABLE = bytes(
-    0x61 if i in _TOKEN_CHARS else (i if i in b"=:@" else 0x20) for i in range(256)
-)
+_CLASS_TABLE = bytes(0x61 if i in _TOKEN_CHARS else 0x20 for i in range(256))
 _NON_DIGITS = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
 _LONG_RUN = b"a" * 16
+# bit mask (1: "=", 2: ":", 4: "@") -> the separators present, in b"=:@" order
+_SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for m in range(8))
 
 
 class _Compiled:
@@ -294,11 +293,12 @@ class Scrubber:
 
     def _candidates(self, raw: bytes) -> list[_Compiled]:
         """The rules whose gates ``raw`` passes (usually none)."""
-        classed = raw.translate(_CLASS_TABLE)
-        seps = classed.translate(None, b"a ")
-        if seps:  # canonical form: each separator present once, in b"=:@" order
-            seps = bytes(c for c in b"=:@" if c in seps)
-        rules = self._by_shape[(seps, _LONG_RUN in classed)]
+        # bytes.find is a memchr / fast search in C (measurably cheaper than `in` here)
+        seps = _SEPS_PRESENT[
+            (raw.find(b"=") >= 0) | (raw.find(b":") >= 0) << 1 | (raw.find(b"@") >= 0) << 2
+        ]
+        long_run = raw.translate(_CLASS_TABLE).find(_LONG_RUN) >= 0
+        rules = self._by_shape[(seps, long_run)]
         out: list[_Compiled] = []
         if not rules:
             return out
@@ -312,7 +312,7 @@ class Scrubber:
                     continue
             if rule.raw_triggers is not None:
                 for t in rule.raw_triggers:
-                    if t in raw:
+                    if raw.find(t) >= 0:
                         break
                 else:
                     continue
