@@ -1,0 +1,173 @@
+"""The local judge: lexical checks, verdicts with real embeddings, and the claim nodes end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from nexagauge.graph.executor import Executor
+from nexagauge.graph.planner import plan
+from nexagauge.graph.runtime import Runtime
+from nexagauge.judge.base import NEEDS_LLM, Judge
+from nexagauge.judge.embeddings import LocalEmbedder
+from nexagauge.judge.local import (
+    CALIBRATED,
+    LocalJudge,
+    binary_stats,
+    content_words,
+    decide_grounding,
+    entities,
+    grounding_features,
+    negation_count,
+    numbers,
+)
+from nexagauge.schema.case import GroundingConfig, RelevanceConfig, parse_record
+from nexagauge.schema.results import Chunk, Claim, Item, MetricResult
+
+
+# ------------------------------------------------------------------ lexical units (pure)
+def test_numbers_are_canonical() -> None:
+    assert numbers("It is 1,332 km and 1332.0 m") == {"1332"}
+    assert numbers("one and a half cups, six minutes") == {"1.5", "6"}
+    assert numbers("the 21st century, the third-last defender") == {"#21", "#3"}
+    assert numbers("No numbers here.") == set()
+
+
+def test_entities_skip_the_sentence_start() -> None:
+    assert entities("Paris is the capital of France.") == ["France"]
+    assert entities("The tower was built by Gustave Eiffel in Lyon.") == ["Gustave", "Eiffel", "Lyon"]
+    assert entities("It runs on NVMe drives.") == ["NVMe"]
+
+
+def test_negation_and_content_words() -> None:
+    assert negation_count("It is not open and they don't know; never.") == 3
+    assert negation_count("It is open.") == 0
+    assert content_words("The tower is 330 metres tall.") == ["tower", "metres", "tall"]
+
+
+def test_grounding_checks_catch_hard_negatives_despite_high_similarity() -> None:
+    ctx = ["The tower was completed in 1889 in Paris.", "It is 330 metres tall."]
+    ok = grounding_features("The tower was finished in 1889 in Paris.", ctx, [0.95, 0.3])
+    assert decide_grounding(ok, CALIBRATED) == (True, "supported")
+    year = grounding_features("The tower was completed in 1899 in Paris.", ctx, [0.97, 0.3])
+    assert year.missing_numbers == ["1899"]
+    assert decide_grounding(year, CALIBRATED) == (False, "contradicted")
+    city = grounding_features("The tower was completed in 1889 in Lyon.", ctx, [0.9, 0.3])
+    assert city.missing_entities == ["Lyon"]
+    assert decide_grounding(city, CALIBRATED)[1] == "contradicted"
+    neg = grounding_features("The tower was not completed in 1889.", ctx, [0.9, 0.3])
+    assert neg.negation_mismatch
+    assert decide_grounding(neg, CALIBRATED)[0] is False
+    hedged = grounding_features("The tower is about 300 metres tall.", ctx, [0.2, 0.9])
+    assert hedged.missing_numbers == []  # "about 300" may round 330
+    unhedged = grounding_features("The tower is 300 metres tall.", ctx, [0.2, 0.9])
+    assert unhedged.missing_numbers == ["300"]
+
+
+def test_kappa_matches_a_hand_computation() -> None:
+    # 10 pairs: tp=4 tn=3 fp=2 fn=1 -> po=.7, pe=(6*5+4*5)/100=.5, kappa=.4
+    pred = [True] * 4 + [False] * 3 + [True] * 2 + [False]
+    gold = [True] * 4 + [False] * 3 + [False] * 2 + [True]
+    s = binary_stats(pred, gold)
+    assert (s.tp, s.tn, s.fp, s.fn) == (4, 3, 2, 1)
+    assert s.accuracy == pytest.approx(0.7) and s.kappa == pytest.approx(0.4)
+
+
+# ------------------------------------------------------------------ the judge (real model)
+def _claims(*texts: str) -> list[Claim]:
+    return [
+        Claim(item=Item(id=str(i), text=t, tokens=float(len(t.split()))), source_chunk_index=0)
+        for i, t in enumerate(texts)
+    ]
+
+
+@pytest.mark.integration
+async def test_local_judge_verdicts(embedder: LocalEmbedder) -> None:
+    judge = LocalJudge(embedder=embedder)
+    assert isinstance(judge, Judge)
+    assert (judge.kind, judge.supports_llm_tasks) == ("local", False)
+    assert judge.result_meta()["judge"] == "local"
+
+    claims = _claims(
+        "The Eiffel Tower is a wrought-iron tower in Paris.",
+        "The Eiffel Tower is a wrought-iron tower in Lyon.",
+        "Transformers use self-attention in deep learning.",
+    )
+    rel = await judge.judge_claims(
+        "relevance", claims, "What is the Eiffel Tower and where is it?", RelevanceConfig(),
+        node="relevance",
+    )
+    assert rel.ok and [v.raw for v in rel.verdicts] == [1, 1, 0]
+    assert rel.cost.cost == 0 and rel.info.calls == 0
+
+    ctx = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It opened in 1889."
+    knobs = GroundingConfig(scoring_mode="scale_1_5", include_reasoning=True)
+    grd = await judge.judge_claims("grounding", claims, ctx, knobs, node="grounding")
+    assert grd.ok
+    raws = [v.raw for v in grd.verdicts]
+    labels = [v.label for v in grd.verdicts]
+    assert raws[0] >= 4 and raws[1] == 1 and raws[2] <= 2
+    assert labels == ["supported", "contradicted", "not_supported"]
+    assert "Lyon" in (grd.verdicts[1].reason or "")
+    assert grd.reasoning and "not an LLM" in grd.reasoning
+
+    empty = await judge.judge_claims("grounding", claims, "   ", GroundingConfig(), node="grounding")
+    assert empty.error is not None
+    reply = await judge.structured("geval", {}, MetricResult, node="geval")
+    assert reply.error == NEEDS_LLM and reply.value is None
+
+
+async def test_local_claim_extraction_is_sentences() -> None:
+    judge = LocalJudge()
+    text = "Paris is in France. It has 2.1 million people.\nWant to know more?"
+    chunk = Chunk(item=Item(id="c", text=text, tokens=20.0), index=3, char_start=0, char_end=len(text))
+    ex = await judge.extract_claims([chunk])
+    assert ex.ok
+    assert [(c.text, c.source_chunk_index) for c in ex.claims] == [
+        ("Paris is in France.", 3),
+        ("It has 2.1 million people.", 3),
+    ]
+
+
+# ------------------------------------------------------------------ through the graph
+@pytest.mark.integration
+async def test_claims_relevance_grounding_nodes_with_the_local_judge(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    rt = make_runtime()
+    assert rt.judge_kind == "local"
+    case = parse_record(
+        {
+            "case_id": "eiffel",
+            "input": "What is the Eiffel Tower and where is it located?",
+            "output": (
+                "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. "
+                "It was completed in 1899. "
+                "Transformers use self-attention in deep learning."
+            ),
+            "context": (
+                "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, "
+                "France. It was completed in 1889 for the World's Fair."
+            ),
+        }
+    )
+    res = await Executor(rt, plan("eval")).run_case(case)
+    claims = res.outcomes["claims"].output
+    assert res.outcomes["claims"].status == "ok"
+    assert [c.item.text for c in claims.claims] == [  # type: ignore[union-attr]
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.",
+        "It was completed in 1899.",
+        "Transformers use self-attention in deep learning.",
+    ]
+    rel = res.outcomes["relevance"].output.metrics[0]  # type: ignore[union-attr]
+    grd = res.outcomes["grounding"].output.metrics[0]  # type: ignore[union-attr]
+    for m in (rel, grd):
+        assert m.meta and m.meta["judge"] == "local" and m.meta["model"].startswith("local:")
+    assert [c["verdict"] for c in rel.result] == ["ACCEPTED", "REJECTED", "REJECTED"]
+    assert [c["verdict"] for c in grd.result] == ["ACCEPTED", "REJECTED", "REJECTED"]
+    assert grd.result[1]["label"] == "contradicted"
+    assert rel.score == pytest.approx(1 / 3) and grd.score == pytest.approx(1 / 3)
+    # nodes that need a real LLM are skipped, saying why
+    assert res.outcomes["redteam"].status == "skipped"
+    assert res.outcomes["redteam"].reason == NEEDS_LLM
