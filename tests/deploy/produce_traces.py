@@ -21,15 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from opentelemetry import trace  # noqa: E402
-
-import nexagauge  # noqa: E402
-from examples.demo_app.app import DemoApp  # noqa: E402
+import nexagauge
+from examples.demo_app.app import DemoApp
 
 
 async def produce(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
@@ -65,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         with tracer.start_as_current_span("GET /healthz") as span:
             span.set_attribute("http.request.method", "GET")
             span.set_attribute("http.response.status_code", 200 + i % 2)
-    by_trace: dict[int, list[object]] = defaultdict(list)
-    for span in exporter.get_finished_spans():
-        by_trace[span.context.trace_id].append(span)
+    by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
+    for finished in exporter.get_finished_spans():
+        assert finished.context is not None
+        by_trace[finished.context.trace_id].append(finished)
     messages = [(f"{tid:032x}".encode(), encode_spans(spans).SerializeToString())
                 for tid, spans in by_trace.items()]
     messages += [(b"garbage-%d" % i, b"\x00\xffnot an OTLP request") for i in range(args.garbage)]

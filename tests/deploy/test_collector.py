@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from support.prometheus import REPO
 
 from nexagauge.settings import KafkaSettings
-from support.prometheus import REPO
 
 CONFIG = REPO / "collector" / "config.yaml"
 

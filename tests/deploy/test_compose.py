@@ -3,6 +3,7 @@ files, and agreement of ports, topics and sizes with collector/, dashboards/ and
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -10,9 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
+from support.prometheus import REPO, require_binary
 
 from nexagauge.settings import EmitSettings, KafkaSettings, Settings
-from support.prometheus import REPO, require_binary
 
 COMPOSE = REPO / "docker-compose.yml"
 SERVICES = {"kafka", "kafka-init", "collector", "evaluator", "demo-app", "prometheus", "grafana",
@@ -147,7 +149,8 @@ def test_ports_agree(svc: dict[str, dict[str, Any]]) -> None:
     ev = _env(svc["evaluator"])
     port = int(ev["NEXAGAUGE_EMIT_METRICS_PORT"])
     assert port == emit.metrics_port == 9464
-    assert ev["NEXAGAUGE_EMIT_METRICS_HOST"] == "0.0.0.0", "127.0.0.1 is unreachable from Prometheus"
+    assert ev["NEXAGAUGE_EMIT_METRICS_HOST"] == "0.0.0.0", (
+        "127.0.0.1 is unreachable from Prometheus")
     assert _published(svc["evaluator"]) == {port: port}
     prom = yaml.safe_load((REPO / "dashboards" / "prometheus" / "prometheus.yml").read_text())
     (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "nexagauge-evaluator"]
@@ -164,13 +167,14 @@ def test_ports_agree(svc: dict[str, dict[str, Any]]) -> None:
     urls = {d["type"]: d["url"] for d in ds["datasources"]}
     assert urls == {"prometheus": "http://prometheus:9090", "jaeger": "http://jaeger:16686"}
     retention = next(a for a in svc["prometheus"]["command"] if "retention.time" in a)
-    assert int(re.search(r"(\d+)d", retention).group(1)) >= 8, "the baseline needs 7 days"
+    days = re.search(r"(\d+)d", retention)
+    assert days and int(days.group(1)) >= 8, "the baseline needs 7 days"
 
 
 def test_evaluator_environment_is_valid_settings(svc: dict[str, dict[str, Any]],
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
-    for var in [v for v in list(__import__("os").environ) if v.startswith(("NEXAGAUGE_", "OPENAI_"))]:
+    for var in [v for v in os.environ if v.startswith(("NEXAGAUGE_", "OPENAI_"))]:
         monkeypatch.delenv(var)
     monkeypatch.chdir(tmp_path)  # no ./nexagauge.toml
     env = _env(svc["evaluator"])
@@ -180,6 +184,7 @@ def test_evaluator_environment_is_valid_settings(svc: dict[str, dict[str, Any]],
         section, _, field = name.removeprefix("NEXAGAUGE_").lower().partition("_")
         assert section in Settings.model_fields, f"{name}: no settings section {section!r}"
         sub = Settings.model_fields[section].annotation
+        assert isinstance(sub, type) and issubclass(sub, BaseModel), name
         assert field in sub.model_fields, f"{name}: {section} has no field {field!r}"
         if value is not None:  # None = passed through from the user's shell
             monkeypatch.setenv(name, _default(value))

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-
-from nexagauge.emit import metric_names as mn
 from support.prometheus import (
     ALL_VALUES,
     DASHBOARDS_DIR,
@@ -23,6 +21,8 @@ from support.prometheus import (
     rule_files,
     template_variables,
 )
+
+from nexagauge.emit import metric_names as mn
 
 PROVISIONING = REPO / "dashboards" / "grafana" / "provisioning"
 EXPECTED = {
@@ -85,8 +85,9 @@ def test_dashboard_structure(name: str) -> None:
     cells: set[tuple[int, int]] = set()
     for p in d["panels"]:
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] >= 1, (name, p["title"])
-        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] >= 1, (name, p["title"])
+        area = {(x, y) for x in range(g["x"], g["x"] + g["w"])
+                for y in range(g["y"], g["y"] + g["h"])}
         assert not (cells & area), f"{name}: panel {p['title']!r} overlaps another"
         cells |= area
     panels = _panels(d)

@@ -2,10 +2,10 @@
 
 Real parts only: a Kafka-protocol broker (Tansu), ``nexagauge serve`` as a subprocess, an
 OpenAI-compatible judge over HTTP on loopback (smart mode: claims and verdicts from word overlap;
-one call in ten answers HTTP 500, no retries, so the error panels have data), a loopback OTLP receiver for the
-evaluation spans, the demo RAG app's traces (real SDK, OTLP protobuf, keyed by trace id, half of the
-answers off-topic or ungrounded, plus non-LLM traces and one undecodable message) and a real Prometheus scraping the
-evaluator with the shipped rules.
+one call in ten answers HTTP 500, no retries, so the error panels have data), a loopback OTLP
+receiver for the evaluation spans, the demo RAG app's traces (real SDK, OTLP protobuf, keyed by
+trace id, 80 % of the answers off-topic or ungrounded, plus non-LLM traces and one undecodable
+message) and a real Prometheus scraping the evaluator with the shipped rules.
 
 Each expression must parse. Each must also return data, except the few whose series only exist
 after events this scenario does not produce (``EVENT_ONLY`` below, each with the reason); the test
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.broker import TansuBroker
 from support.openai_server import OpenAIServer, Reply, Request
 from support.otlp_receiver import OtlpReceiver
@@ -106,7 +105,8 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: floa
 
 
 @pytest.fixture(scope="module")
-def stack(prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def stack(prometheus_bin: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("evaluator")
     log = tmp / "serve.log"
     with TansuBroker() as broker, OpenAIServer(handler=_flaky_judge()) as judge, \

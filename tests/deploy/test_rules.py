@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from support.prometheus import REPO, alert_parts, rule_files
 
 RULE_TESTS = sorted((REPO / "dashboards" / "prometheus" / "tests").glob("*.yml"))
