@@ -394,6 +394,7 @@ class Panel:
     options: dict[str, Any] = field(default_factory=dict)
     custom: dict[str, Any] = field(default_factory=dict)
     overrides: list[dict[str, Any]] = field(default_factory=list)
+    transformations: list[dict[str, Any]] = field(default_factory=list)
 
     def render(self, pid: int, x: int, y: int) -> dict[str, Any]:
         for i, t in enumerate(self.targets):
@@ -422,6 +423,7 @@ class Panel:
             "targets": self.targets,
             "fieldConfig": {"defaults": defaults, "overrides": self.overrides},
             "options": self.options,
+            **({"transformations": self.transformations} if self.transformations else {}),
         }
 
 
@@ -635,6 +637,14 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
             unit="percentunit",
             options={"xField": "bin", "orientation": "vertical", "groupWidth": 0.7,
                      "barWidth": 0.9, "showValue": "never", "legend": {"showLegend": True}},
+            # one frame per query (bin, value) -> one table with a column per window
+            transformations=[
+                {"id": "joinByField", "options": {"byField": "bin", "mode": "outer"}},
+                {"id": "organize", "options": {
+                    "excludeByName": {"Time": True, "Time 1": True, "Time 2": True},
+                    "renameByName": {"Value #A": "last 1 h", "Value #B": "7-day baseline"},
+                }},
+            ],
         ),
         Panel(
             "Share of rejected claims (1 h vs 7 d)",
