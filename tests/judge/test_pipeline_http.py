@@ -206,3 +206,46 @@ async def test_estimate_within_30_percent_and_budget(server, make_judge, tmp_pat
     # design budget: <= 3 calls per case and well under Ragas' ~1,900 tokens/case
     assert server.stats.chat_requests <= 3 * judged
     assert total_real / judged < 950, total_real / judged
+
+
+async def test_two_round_trips_relevance_and_grounding_concurrent(server, make_judge, tmp_path):
+    import time
+
+    def slow(req: Request):
+        time.sleep(0.4)  # every request takes 0.4 s, then gets the smart answer
+        return None
+
+    server.handler = slow
+    rec = {
+        "input": "Where is Paris?",
+        "output": "Paris is in France.",
+        "context": "Paris is in France.",
+    }
+    t = time.perf_counter()
+    [res] = await evaluate([rec], "eval", runtime=runtime(make_judge(), tmp_path), only=BOTH)
+    elapsed = time.perf_counter() - t
+    assert server.stats.chat_requests == 3
+    assert 0.8 <= elapsed < 1.15, elapsed  # 2 sequential round trips of 0.4 s, not 3
+    assert metric(res, "relevance").score is not None and metric(res, "grounding").score is not None
+
+
+async def test_question_generation_method_dispatches_to_qg_module(server, tmp_path):
+    rec = {
+        "input": "Where is Paris?",
+        "output": "Paris is in France.",
+        "relevance": {"method": "question_generation", "strictness": 2},
+    }
+    s = Settings(
+        judge={"base_url": server.base_url, "api_key": "k"},
+        embeddings={"provider": "openai", "base_url": server.base_url, "api_key": "k"},
+        cache={"dir": str(tmp_path / "c")},
+    )
+    rt = Runtime.create(s, use_cache=False)
+    try:
+        [res] = await evaluate([rec], "eval", runtime=rt, only=["relevance"])
+    finally:
+        await rt.aclose()
+    m = metric(res, "relevance")
+    assert m.name == "answer_relevancy" and m.meta["method"] == "question_generation"
+    assert m.score is not None and len(m.result) == 2
+    assert any(r.path.endswith("/embeddings") for r in server.requests)

@@ -14,7 +14,8 @@ How a request is answered, first match wins:
    sentences of each tagged chunk; ``relevance``/``grounding``: verdicts from word overlap of each
    claim with the input/context) and otherwise generates a minimal instance of the requested
    JSON schema (``response_format`` json_schema, or the schema quoted in the system message in
-   JSON mode). Embeddings are deterministic unit vectors derived from a hash of each input.
+   JSON mode; a prompt saying "exactly N" gets N distinct items in its open-ended top-level
+   array). Embeddings are deterministic unit vectors derived from a hash of each input.
 
 A :class:`Reply` can set the HTTP ``status``, extra ``headers`` (``Retry-After``), a ``delay``
 before answering (timeouts), the message ``content`` (any text, e.g. malformed JSON), or a raw
@@ -441,7 +442,23 @@ def smart_chat_content(req: Request) -> str:
         if "reasoning" in props:
             ans["reasoning"] = "Verdicts follow word overlap with the target."
         return json.dumps(ans)
-    return json.dumps(instance_of(schema) if schema else {})
+    ans = instance_of(schema) if schema else {}
+    m = re.search(r"exactly (\d+)\b", req.text)
+    if m and isinstance(ans, dict):  # "... with exactly N questions": N distinct array items
+        n = int(m.group(1))
+        for k, v in ans.items():
+            if isinstance(v, list) and v and props.get(k, {}).get("maxItems") is None:
+                ans[k] = [_distinct(v[0], i) for i in range(n)]
+    return json.dumps(ans)
+
+
+def _distinct(item: Any, i: int) -> Any:
+    """``item`` with ``i`` appended to its strings (so generated list items differ)."""
+    if isinstance(item, str):
+        return f"{item} {i + 1}"
+    if isinstance(item, dict):
+        return {k: _distinct(v, i) for k, v in item.items()}
+    return item
 
 
 def instance_of(schema: Any, defs: dict[str, Any] | None = None) -> Any:
@@ -473,7 +490,7 @@ def instance_of(schema: Any, defs: dict[str, Any] | None = None) -> Any:
     if t == "number":
         return float(schema.get("minimum", 0.5))
     if t == "boolean":
-        return True
+        return False
     if t == "string":
         return "ok"
     return None
