@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import nexagauge
+from nexagauge.sdk import config as sdk_config
 from nexagauge.sdk import conventions as C
 
 TEXT = (
@@ -144,21 +145,29 @@ def per_call_ns(fn: Callable[[str], str], n: int) -> tuple[float, float]:
 def run(rounds: int, n: int) -> dict[str, dict[str, float]]:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DropExporter(), max_queue_size=1 << 16))
+    nexagauge.configure(tracer_provider=provider, scrub=False)
+    state_noscrub = sdk_config.STATE
     nexagauge.configure(tracer_provider=provider)
+    state_default = sdk_config.STATE
+    traced = nexagauge.trace(name="app")(app)
     variants: dict[str, Callable[[str], str]] = {
         "baseline": make_baseline(provider),
         "tuned": make_tuned_baseline(provider),
-        "traced": nexagauge.trace(name="app")(app),
+        "traced": traced,
+        "traced_noscrub": traced,
     }
+    states = {"traced_noscrub": state_noscrub}
     wall: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
-    for fn in variants.values():  # warm-up
+    for name, fn in variants.items():  # warm-up
+        sdk_config.STATE = states.get(name, state_default)
         per_call_ns(fn, n)
     gc.collect()
     names = list(variants)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
+            sdk_config.STATE = states.get(name, state_default)
             w, c = per_call_ns(variants[name], n)
             wall[name].append(w)
             cpu[name].append(c)
@@ -168,13 +177,15 @@ def run(rounds: int, n: int) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {"plain": {"wall": plain, "cpu": plain}}
     for name in names:
         out[name] = {"wall": statistics.median(wall[name]), "cpu": statistics.median(cpu[name])}
-    for base in ("baseline", "tuned"):
-        for kind, series in (("wall", wall), ("cpu", cpu)):
-            ratios = [t / b for t, b in zip(series["traced"], series[base], strict=True)]
-            out[f"ratio_{base}"] = out.get(f"ratio_{base}", {})
-            out[f"ratio_{base}"][kind] = out["traced"][kind] / out[base][kind]
-            out[f"ratio_{base}"][f"{kind}_p25"] = statistics.quantiles(ratios, n=4)[0]
-            out[f"ratio_{base}"][f"{kind}_p75"] = statistics.quantiles(ratios, n=4)[2]
+    for sdk in ("traced", "traced_noscrub"):
+        for base in ("baseline", "tuned"):
+            key = f"ratio_{sdk}_{base}"
+            out[key] = {}
+            for kind, series in (("wall", wall), ("cpu", cpu)):
+                ratios = [t / b for t, b in zip(series[sdk], series[base], strict=True)]
+                out[key][kind] = out[sdk][kind] / out[base][kind]
+                out[key][f"{kind}_p25"] = statistics.quantiles(ratios, n=4)[0]
+                out[key][f"{kind}_p75"] = statistics.quantiles(ratios, n=4)[2]
     return out
 
 
@@ -196,16 +207,19 @@ def main(argv: list[str] | None = None) -> int:
         ("hand-written span, idiomatic", "baseline"),
         ("hand-written span, tuned", "tuned"),
         ("@nexagauge.trace", "traced"),
+        ("@nexagauge.trace, scrub=False", "traced_noscrub"),
     ]
     for label, key in rows:
         print(f"{label:34}{res[key]['wall']:14.0f}{res[key]['cpu']:14.0f}")
-    for base, label in (("baseline", "idiomatic"), ("tuned", "tuned")):
-        r = res[f"ratio_{base}"]
-        print(
-            f"ratio traced / {label:9} baseline: CPU {r['cpu']:.3f} "
-            f"(per-round IQR {r['cpu_p25']:.3f}-{r['cpu_p75']:.3f}), wall {r['wall']:.3f} "
-            f"(IQR {r['wall_p25']:.3f}-{r['wall_p75']:.3f})  target <= 1.2"
-        )
+    for sdk, sdk_label in (("traced", "trace"), ("traced_noscrub", "trace, scrub=False")):
+        for base, label in (("baseline", "idiomatic"), ("tuned", "tuned")):
+            r = res[f"ratio_{sdk}_{base}"]
+            print(
+                f"ratio {sdk_label:18} / {label:9}: CPU {r['cpu']:.3f} "
+                f"(per-round IQR {r['cpu_p25']:.3f}-{r['cpu_p75']:.3f}), wall {r['wall']:.3f} "
+                f"(IQR {r['wall_p25']:.3f}-{r['wall_p75']:.3f})"
+            )
+    print("target: @nexagauge.trace <= 1.2 x the hand-written span")
     return 0
 
 
