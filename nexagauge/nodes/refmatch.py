@@ -263,7 +263,8 @@ class RefmatchNode(Node):
         info = self._info()
         return {
             "meteor": info.variant,
-            "wordnet": f"{info.source}:{info.version}" if info.source else None,
+            # stable before and after the lazy WordNet load (the version is only known after)
+            "wordnet": info.source if info.variant == "wordnet" else None,
             "rouge_score": _lib_version("rouge-score"),
             "sacrebleu": _lib_version("sacrebleu"),
             "nltk": _lib_version("nltk"),

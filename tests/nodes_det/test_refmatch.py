@@ -359,3 +359,17 @@ async def test_node_default_without_any_wordnet(case, make_runtime, monkeypatch,
     assert m.score == pytest.approx(0.75 * (1 - 0.5 / 27))  # no synonym stage: 3 of 4 words
     assert m.meta == {"variant": "exact+stem"}
     assert wordnet.default_synonyms()[0] is NO_SYNONYMS
+
+
+async def test_node_cache_key_is_stable_across_the_lazy_wordnet_load(
+    case, make_runtime, monkeypatch, system_wordnet
+) -> None:
+    """Cases planned before WordNet finished loading must get the same key as later ones."""
+    rt = make_runtime()
+    c = case("the cat is quick", reference="the cat is fast")
+    node = RefmatchNode()
+    monkeypatch.setattr(wordnet, "_default", None)  # not loaded yet: located only
+    before = node.cache_key_parts(ctx(c, rt))
+    monkeypatch.setattr(wordnet, "_default", system_wordnet)  # loaded (version now known)
+    after = node.cache_key_parts(ctx(c, rt))
+    assert before == after and before["meteor"] == "wordnet"
