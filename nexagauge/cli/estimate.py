@@ -241,10 +241,10 @@ def _print(doc: dict[str, Any]) -> None:
     )
     if doc["unpriced_models"]:
         print(f"no price for {', '.join(doc['unpriced_models'])}: add it with judge.price_table")
-    if doc["judge"] != "llm" and t["calls"]:
+    if doc["judge"] != "llm":
         print(
-            f"note: the configured judge is {doc['judge'] or 'none'}; the USD above is what the "
-            "LLM judge models listed would cost"
+            f"note: the configured judge is {doc['judge'] or 'none'}; calls and USD are for the "
+            "judge models listed (nodes a local judge runs itself plan no paid calls)"
         )
     for p in doc["problems"][:10]:
         print(f"  line {p['line']}: {p['reason']}")
