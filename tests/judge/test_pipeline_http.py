@@ -227,7 +227,7 @@ async def test_two_round_trips_relevance_and_grounding_concurrent(server, make_j
     assert server.stats.chat_requests == 3
     # claims first, then relevance and grounding in flight together: 2 round trips, not 3
     assert server.stats.max_in_flight == 2
-    assert [r.schema_name for r in server.chat_requests()][0] == "claims"
+    assert server.chat_requests()[0].schema_name == "claims"
     assert elapsed >= 0.8  # at least the two sequential round trips
     assert metric(res, "relevance").score is not None and metric(res, "grounding").score is not None
 
