@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -76,6 +77,7 @@ def _default_state() -> State:
 #: The current configuration. Hot path: ``config.STATE`` (one module attribute read).
 STATE: State = _default_state()
 _lock = threading.Lock()
+_CREATED: weakref.WeakSet[TracerProvider] = weakref.WeakSet()  # providers nexa-gauge built
 
 
 class SafeExporter(SpanExporter):
@@ -206,7 +208,7 @@ def configure(
     scrub_pii: bool = False,
     scrub_rules: Sequence[ScrubRule] = (),
     scrub_hook: ScrubHook | None = None,
-    enabled: bool = True,
+    enabled: bool | None = None,
 ) -> trace.TracerProvider:
     """Set up (or reuse) the tracer provider nexa-gauge records to; idempotent.
 
@@ -226,7 +228,8 @@ def configure(
             marker and ``nexagauge.original_length.<attribute>``.
         capture_content: False records no input/output/document text (metadata only).
         scrub, scrub_pii, scrub_rules, scrub_hook: redaction (see ``nexagauge.sdk.scrubbing``).
-        enabled: False turns every ``@trace`` into a plain call.
+        enabled: False turns every ``@trace`` into a plain call (default: True unless the standard
+            ``OTEL_SDK_DISABLED=true`` is set).
 
     Returns:
         The tracer provider in use.
@@ -237,6 +240,8 @@ def configure(
                                        endpoint="http://localhost:4317")
     """
     global STATE
+    if enabled is None:
+        enabled = (_env("OTEL_SDK_DISABLED") or "").lower() != "true"
     if max_value_length < 64:
         raise ValueError(f"max_value_length must be >= 64, got {max_value_length}")
     key = (
@@ -278,7 +283,7 @@ def configure(
             and endpoint is None
             and _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") is None
             and isinstance(trace.get_tracer_provider(), TracerProvider)
-            and not (current.owned and trace.get_tracer_provider() is current.provider)
+            and trace.get_tracer_provider() not in _CREATED
         ):
             # the app already set up an SDK provider: record to it, add nothing
             provider = trace.get_tracer_provider()
@@ -296,6 +301,7 @@ def configure(
             )
             sdk_provider.add_span_processor(processor)
             provider = sdk_provider
+            _CREATED.add(sdk_provider)
             owned = True
             if set_global:
                 _set_global_if_unset(provider)

@@ -81,6 +81,7 @@ _set_value = otel_context.set_value
 _get_value = otel_context.get_value
 _get_current = otel_context.get_current
 _set_span_in_context = otel_trace.set_span_in_context
+_SPAN_KEY: str | None
 try:  # the key OpenTelemetry stores the current span under (lets us build the context in one copy)
     from opentelemetry.trace.propagation import _SPAN_KEY
 except ImportError:  # pragma: no cover - a future OpenTelemetry without it: two copies instead

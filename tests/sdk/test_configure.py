@@ -145,3 +145,20 @@ def test_without_configure_the_global_provider_is_used(monkeypatch: pytest.Monke
     assert [s.name for s in exporter.get_finished_spans()] == ["global"]
     # configure() with no destination reuses the app's SDK provider instead of adding one
     assert nexagauge.configure() is provider
+
+
+def test_otel_sdk_disabled_turns_tracing_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    exporter = InMemorySpanExporter()
+    nexagauge.configure(exporter=exporter, batch=False, set_global=False)
+
+    @nexagauge.trace
+    def f(question: str) -> str:
+        return "a"
+
+    assert f("q") == "a"
+    assert exporter.get_finished_spans() == ()
+    monkeypatch.delenv("OTEL_SDK_DISABLED")  # (OpenTelemetry's own SDK honours it too)
+    nexagauge.configure(exporter=exporter, batch=False, set_global=False)
+    f("q")
+    assert len(exporter.get_finished_spans()) == 1
