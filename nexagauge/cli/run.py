@@ -39,6 +39,7 @@ from nexagauge.cli._progress import Progress
 from nexagauge.cli.main import (
     EXIT_FAIL_UNDER,
     EXIT_FAILURES,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
     load_cli_settings,
@@ -315,6 +316,7 @@ async def _run(
             enabled=bool(show) and not args.json,
         )
         input_error: str | None = None
+        interrupted = False
         with (out / "errors.jsonl").open("w", encoding="utf-8") as errors:
             sink = _Sink(out, errors)
             try:
@@ -329,6 +331,8 @@ async def _run(
             except ReaderError as e:
                 input_error = str(e)
                 sink.error({"kind": "input", "reason": input_error})
+            except asyncio.CancelledError:  # Ctrl-C: keep what was evaluated, then stop
+                interrupted = True
             finally:
                 progress.close()
         duration = time.perf_counter() - t0
@@ -338,7 +342,9 @@ async def _run(
         # a metric that could not be computed (score null + error) is reported, not a failure:
         # it is a property of the data (e.g. a one-word reference has no bigrams)
         failures = summary.failed_records + summary.node_errors
-        if failures or input_error:
+        if interrupted:
+            status = EXIT_INTERRUPTED
+        elif failures or input_error:
             status = EXIT_FAILURES
         elif breached:
             status = EXIT_FAIL_UNDER
@@ -359,6 +365,7 @@ async def _run(
             "node_errors": summary.node_errors,
             "metric_errors": summary.metric_errors,
             "input_error": input_error,
+            "interrupted": interrupted,
             "cost": summary.cost.model_dump(),
             "cache": None
             if cache is None
@@ -395,6 +402,8 @@ async def _run(
         )
     for c in breached:
         print(f"FAIL --fail-under {c['metric']}={c['bound']}: {c['why']}", file=sys.stderr)
+    if interrupted:
+        print(f"nexagauge: interrupted after {summary.records} records", file=sys.stderr)
     return status
 
 

@@ -377,3 +377,38 @@ def test_a_missing_or_broken_subcommand_does_not_break_the_others(
     assert cli_main.main(["broken_cmd"]) == 2
     assert cli_main.main(["nodes"]) == 0
     assert "refmatch" in capsys.readouterr().out
+
+
+def test_interrupt_keeps_what_was_evaluated(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from .conftest import _env, nexagauge_command
+
+    data = tmp_path / "big.jsonl"
+    with data.open("w") as f:
+        for i in range(4000):
+            f.write(json.dumps({"case_id": f"c{i}", "output": "A fox jumps. " * 30}) + "\n")
+    p = subprocess.Popen(
+        [*nexagauge_command(), "run", "chunk", "-i", str(data), "-o", "out", "--no-cache", "-q"],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        cases = tmp_path / "out" / "cases"
+        while time.monotonic() < deadline and not (cases.is_dir() and any(cases.iterdir())):
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and 0 < summary["records"] < 4000
+    assert len(list(cases.glob("*.json"))) == summary["cases"]
