@@ -781,6 +781,12 @@ def health_dashboard() -> dict[str, Any]:
             target(f"sum(rate({mn.LATE_SPANS}[{rate}]))", "late spans"),
             target(f"sum by (reason) (rate({mn.EVICTED}[{rate}]))", "evicted ({{reason}})"),
         ], unit="ops", w=8),
+        Panel("Evaluation spans exported (OTLP)", "timeseries", [
+            target(f"sum by (outcome) (rate({mn.EVALUATION_SPANS}[{rate}]))", "{{outcome}}"),
+            target(f"sum(rate({mn.DUPLICATE_EVALUATIONS}[{rate}]))", "redelivered, not recounted"),
+        ], unit="ops", w=8,
+           description="Evaluation spans handed to the OTLP exporter (to the collector and "
+           "Jaeger), by outcome; redelivered evaluations whose scores were not counted again."),
         Panel("Dead-letter queue", "timeseries", [
             target(f"sum by (reason) (increase({mn.DLQ}[{rate}]))", "{{reason}}"),
         ], unit="short", w=8, custom={"drawStyle": "bars", "fillOpacity": 60},

@@ -88,6 +88,7 @@ def tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
                 m.record_claims(metric, labels, "ACCEPTED", n - rejected)
                 m.record_claims(metric, labels, "REJECTED", rejected)
         m.record_evaluation(status, labels, rng.uniform(2.0, 20.0), time.time(), trace_id=trace_id)
+        m.evaluation_spans_exported("exported" if rng.random() < 0.98 else "failed")
         for node in ("claims", "relevance", "grounding"):
             r = rng.random()
             outcome = "error" if r < 0.2 else ("cached" if r < 0.25 else "ok")

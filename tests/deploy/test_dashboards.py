@@ -170,7 +170,8 @@ def test_health_dashboard_covers_the_evaluator() -> None:
     for series in (mn.SPANS_CONSUMED, mn.EVALUATIONS, mn.CONSUMER_LAG, mn.TRACES_SAMPLED,
                    mn.TRACES_NOT_SAMPLED, mn.SKIPPED, mn.JUDGE_LATENCY, mn.JUDGE_TOKENS,
                    mn.JUDGE_COST, mn.JUDGE_CALLS, mn.DLQ, mn.BUDGET_REMAINING,
-                   mn.LAST_EVALUATION, mn.EVALUATION_LATENCY):
+                   mn.LAST_EVALUATION, mn.EVALUATION_LATENCY, mn.EVALUATION_SPANS,
+                   mn.DUPLICATE_EVALUATIONS):
         assert series in exprs, f"evaluator health: nothing shows {series}"
 
 
