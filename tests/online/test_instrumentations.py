@@ -90,9 +90,7 @@ def test_official_openai_v2_content_in_log_records(server: Any, tmp_path: Path) 
     assert cases_from(spans, b"") == []
 
 
-def test_official_openai_v2_content_on_span_attributes(
-    server: Any, tmp_path: Path
-) -> None:
+def test_official_openai_v2_content_on_span_attributes(server: Any, tmp_path: Path) -> None:
     spans, logs = run_app(
         "openai-v2",
         server.base_url,

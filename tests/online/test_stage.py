@@ -1,0 +1,256 @@
+"""The evaluator stage in process (fake records and emitter, real decoder/assembly/sampling/graph):
+backpressure, late spans, skips by reason, failed evaluations to the DLQ, revocation, drain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from nexagauge.graph.executor import CaseResult, NodeOutcome
+from nexagauge.graph.runtime import Runtime
+from nexagauge.online.dlq import HEADER_REASON, DeadLetters
+from nexagauge.online.service import EvaluatorStage
+from nexagauge.settings import Settings
+
+from .otlp import rand_tid, sdk_turn, sid, traces_request
+
+TOPIC = "spans"
+TP = TopicPartition(TOPIC, 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Emitter:
+    def __init__(self, delay: float = 0.0, fail: int = 0) -> None:
+        self.cases: list[str] = []
+        self.delay = delay
+        self.fail = fail
+        self.gate: asyncio.Event | None = None
+
+    async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail:
+            self.fail -= 1
+            raise ConnectionError("collector down")
+        self.cases.append(target.case_id)
+
+
+class Producer:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def send_and_wait(
+        self, topic: str, value: bytes | None = None, key: bytes | None = None, headers: Any = None
+    ) -> None:
+        self.sent.append(
+            {"topic": topic, "value": value, "key": key, "headers": dict(headers or [])}
+        )
+
+
+def record(offset: int, value: bytes) -> ConsumerRecord[Any, Any]:
+    return ConsumerRecord(TOPIC, 0, offset, 0, 0, None, value, None, 0, len(value), [])
+
+
+def make_stage(
+    emitter: Any, clock: Clock, producer: Producer | None = None, **online: Any
+) -> EvaluatorStage:
+    s = Settings(
+        kafka={"traces_topic": TOPIC},
+        online={
+            "nodes": ["relevance"],
+            "trace_grace_s": 1.0,
+            "trace_inactivity_s": 10.0,
+            "emit_attempts": 2,
+            **online,
+        },
+        sampling={"default_rate": 1.0},
+        judge={"mode": "none", "api_key": "sk-secret-judge-key-0001"},
+        cache={"enabled": False},
+    )
+    dlq = (
+        DeadLetters(producer, "dlq", ["sk-secret-judge-key-0001"]) if producer is not None else None
+    )
+    return EvaluatorStage(s, Runtime.create(s, use_cache=False), emitter, dlq=dlq, clock=clock)
+
+
+async def settle(stage: EvaluatorStage, clock: Clock, advance: float = 2.0) -> None:
+    clock.t += advance
+    await stage.tick()
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if stage.in_flight == 0:
+            break
+
+
+def pos(stage: EvaluatorStage) -> int | None:
+    return stage.tracker.committable((TOPIC, 0))
+
+
+async def test_trace_split_over_messages_is_evaluated_once_then_committed() -> None:
+    clock, em = Clock(), Emitter()
+    stage = make_stage(em, clock)
+    t = rand_tid()
+    root, child = sdk_turn(t, "Q?", "A.", docs=["D."])
+    await stage.handle(TP, [record(0, traces_request([child])), record(1, traces_request([root]))])
+    assert pos(stage) is None  # both messages feed an unfinished trace
+    await settle(stage, clock)
+    assert em.cases == [f"{t.hex()}:{sid(1).hex()}"]
+    assert pos(stage) == 2
+    # a late span of the evaluated trace: counted, not re-scored, its offset done at once
+    late = sdk_turn(t, "Q?", "A.", root_span=9)[0]
+    await stage.handle(TP, [record(2, traces_request([late]))])
+    await settle(stage, clock)
+    assert em.cases == [f"{t.hex()}:{sid(1).hex()}"] and stage.buffer.late == 1
+    assert pos(stage) == 3
+
+
+async def test_backpressure_saturates_at_max_in_flight() -> None:
+    clock, em = Clock(), Emitter()
+    em.gate = asyncio.Event()
+    stage = make_stage(em, clock, max_in_flight=2)
+    msgs = [record(i, traces_request(sdk_turn(rand_tid(), f"q{i}", f"a{i}"))) for i in range(3)]
+    await stage.handle(TP, msgs)
+    clock.t += 2
+    await stage.tick()
+    await asyncio.sleep(0.05)
+    assert stage.in_flight == 3 and stage.saturated()
+    em.gate.set()
+    await settle(stage, clock, 0)
+    assert not stage.saturated() and len(em.cases) == 3 and pos(stage) == 3
+
+
+async def test_not_sampled_and_limits_are_counted_by_reason() -> None:
+    clock, em = Clock(), Emitter()
+    stage = make_stage(em, clock)
+    stage.sampler = type(stage.sampler)(
+        stage.settings.sampling.model_copy(update={"default_rate": 0.0, "always_on_error": False})
+    )
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q", "a")))])
+    await settle(stage, clock)
+    assert em.cases == [] and stage.stats.not_sampled == 1 and pos(stage) == 1
+
+    stage2 = make_stage(Emitter(), clock)
+    stage2.limiter.rate = 1.0
+    stage2.limiter._tokens = 1.0
+    stage2.limiter._last = clock.t
+    await stage2.handle(
+        TP, [record(i, traces_request(sdk_turn(rand_tid(), f"q{i}", f"a{i}"))) for i in range(3)]
+    )
+    clock.t += 1.5  # all three complete at once; the bucket holds one token (1/s)
+    await stage2.tick()
+    await asyncio.sleep(0.05)
+    assert stage2.stats.skipped.get("rate_limit", 0) == 2 and stage2.stats.sampled == 1
+    await settle(stage2, clock, 0)
+    assert pos(stage2) == 3  # skipped traces are done, never stuck
+
+
+async def test_failed_evaluation_goes_to_dlq_without_content_or_keys() -> None:
+    clock, em, prod = Clock(), Emitter(), Producer()
+    stage = make_stage(em, clock, prod)
+    t = rand_tid()
+
+    class FailingExecutor:
+        async def run_case(self, case: Any, index: int) -> CaseResult:
+            return CaseResult(
+                index,
+                case.case_id,
+                case=case,
+                outcomes={
+                    "relevance": NodeOutcome(
+                        "relevance",
+                        "error",
+                        "AuthenticationError: bad key sk-secret-judge-key-0001",
+                    )
+                },
+            )
+
+    stage._executor = lambda nodes: (FailingExecutor(), "fp1")  # type: ignore[method-assign, assignment, return-value]
+    await stage.handle(
+        TP, [record(0, traces_request(sdk_turn(t, "secret question", "secret answer")))]
+    )
+    await settle(stage, clock)
+    assert em.cases == [f"{t.hex()}:{sid(1).hex()}"]  # the explicit failed result is still emitted
+    [d] = prod.sent
+    assert d["headers"][HEADER_REASON] == b"evaluation_failed"
+    body = json.loads(d["value"])
+    assert body["trace_id"] == t.hex() and "relevance" in body["errors"]
+    blob = json.dumps(d, default=str)
+    assert (
+        "sk-secret-judge-key" not in blob
+        and "secret question" not in blob
+        and "secret answer" not in blob
+    )
+    assert pos(stage) == 1 and stage.stats.failed == 1
+
+
+async def test_emit_retries_then_dead_letters() -> None:
+    clock, prod = Clock(), Producer()
+    em = Emitter(fail=1)
+    stage = make_stage(em, clock, prod)
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q", "a")))])
+    await settle(stage, clock)
+    assert len(em.cases) == 1 and prod.sent == []  # one failure, retried with backoff
+    await asyncio.sleep(0.3)
+
+    em2 = Emitter(fail=5)
+    stage2 = make_stage(em2, clock, prod)
+    await stage2.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q", "a")))])
+    clock.t += 2
+    await stage2.tick()
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if stage2.in_flight == 0:
+            break
+    assert [d["headers"][HEADER_REASON] for d in prod.sent] == [b"emit_failed"]
+    assert pos(stage2) == 1
+
+
+async def test_poison_is_dead_lettered_and_done() -> None:
+    clock, prod = Clock(), Producer()
+    stage = make_stage(Emitter(), clock, prod)
+    await stage.handle(TP, [record(0, b"\xff\x00garbage")])
+    await settle(stage, clock)
+    assert prod.sent[0]["value"] == b"\xff\x00garbage" and pos(stage) == 1
+
+
+async def test_revocation_drops_buffered_work_and_stale_releases() -> None:
+    clock, em = Clock(), Emitter()
+    em.gate = asyncio.Event()
+    stage = make_stage(em, clock)
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q", "a")))])
+    clock.t += 2
+    await stage.tick()  # evaluation in flight, blocked in the emitter
+    await stage.handle(
+        TP, [record(1, traces_request([sdk_turn(rand_tid(), "q", "a")[0] | {"end": 0}]))]
+    )
+    stage.revoked([TP])
+    stage.tracker.drop([(TOPIC, 0)])
+    assert len(stage.buffer) == 0
+    # re-assigned: the same offsets are delivered again
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q2", "a2")))])
+    em.gate.set()
+    await asyncio.sleep(0.1)  # the old evaluation finishes: it must not complete offset 0 again
+    assert pos(stage) is None
+
+
+async def test_drain_deadline_cancels_and_keeps_offsets() -> None:
+    clock, em = Clock(), Emitter()
+    em.gate = asyncio.Event()  # never opens
+    stage = make_stage(em, clock)
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q", "a")))])
+    clock.t += 2
+    await stage.tick()
+    await stage.drain(0.2)
+    assert stage.in_flight == 0 and pos(stage) is None  # re-delivered after restart
