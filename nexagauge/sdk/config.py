@@ -314,9 +314,12 @@ def configure(
             provider=provider,
             owned=owned,
             key=key,
+            extra={"exporter": exporter},
         )
         if current.owned and current.provider is not None and current.provider is not provider:
-            _retire(current.provider)
+            # an exporter passed again is shared with the new provider: flush, never shut it down
+            shared = exporter is not None and current.extra.get("exporter") is exporter
+            _retire(current.provider, flush_only=shared)
         return provider
 
 
@@ -326,16 +329,17 @@ def _set_global_if_unset(provider: trace.TracerProvider) -> None:
         trace.set_tracer_provider(provider)
 
 
-def _retire(provider: trace.TracerProvider) -> None:
+def _retire(provider: trace.TracerProvider, flush_only: bool = False) -> None:
     """Flush and shut down a provider nexa-gauge created, off the caller's thread."""
     if provider is trace.get_tracer_provider():
         return  # still the global provider (OpenTelemetry cannot unset it): keep it alive
 
     def _run() -> None:
         try:
-            shutdown = getattr(provider, "shutdown", None)
-            if shutdown is not None:
-                shutdown()
+            method = "force_flush" if flush_only else "shutdown"
+            call = getattr(provider, method, None)
+            if call is not None:
+                call()
         except Exception as exc:
             _errors.warn_once("retire provider", f"shutting down the previous provider: {exc!r}")
 
