@@ -33,8 +33,17 @@ class Plan:
     topology: Topology
 
     def requires(self, node: str) -> tuple[str, ...]:
-        """The prerequisites of ``node`` that are part of this plan."""
-        return tuple(r for r in self.topology.nodes[node].requires if r in self.nodes)
+        """The prerequisites of ``node`` that are part of this plan.
+
+        An aggregating node with soft prerequisites (``eval``) also waits for a utility target
+        (``nexagauge run chunk``): otherwise it would race the target and the report would
+        sometimes miss the target's output.
+        """
+        spec = self.topology.nodes[node]
+        reqs = tuple(r for r in spec.requires if r in self.nodes)
+        if spec.soft_requires and self.target not in (*AGGREGATES, node, *reqs):
+            reqs = (*reqs, self.target)
+        return reqs
 
 
 def plan(

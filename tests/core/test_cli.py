@@ -224,6 +224,13 @@ def test_csv_input_with_field_mapping(cli: Runner, tmp_path: Path) -> None:
     cases = _cases(tmp_path / "out")
     assert set(cases) == {"T/1", "T-2"}
     assert cases["T/1"]["file"].startswith("cases/T_1-")  # unsafe characters sanitized
+    # the mapped column really is the evaluated output (the report holds the target's chunks)
+    chunks = cases["T-2"]["nodes"]["chunk"]["output"]["chunks"]
+    assert (
+        "".join(c["item"]["text"] for c in chunks)
+        .replace("\n", " ")
+        .startswith("It ships tomorrow")
+    )
     [err] = _errors(tmp_path / "out")
     assert err["index"] == 2 and err["line"] == 5 and err["field"] == "relevance.scoring_mode"
     # without the mapping no record has an output column

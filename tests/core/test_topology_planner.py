@@ -95,6 +95,9 @@ def test_plan_only_subset_and_utility_target() -> None:
     assert u.nodes == ("scan", "chunk", "eval", "report") and u.metric_nodes == ()
     # requires() keeps only prerequisites in the plan (eval's soft prerequisites)
     assert plan("refmatch").requires("eval") == ("refmatch",)
+    # eval waits for a utility target too, so the report always holds the target's output
+    assert u.requires("eval") == ("chunk",)
+    assert plan("claims").requires("eval") == ("claims",)
 
 
 @pytest.mark.parametrize(
