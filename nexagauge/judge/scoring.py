@@ -5,7 +5,8 @@ Per claim: the raw verdict is normalized to [0, 1] (binary: 0/1; scale: ``(raw -
 is ``ACCEPTED`` when the normalized score >= 0.6. The metric score is the mean over claims.
 
 ``raw_score`` in the result is always on the mode's scale (0/1 or 1-5): for ``idk`` it is the
-value the verdict counted as (binary 1/0, scale 5/1) and ``label: "idk"`` says so.
+value the verdict counted as (binary 1/0, scale 5/1) and ``label: "idk"`` says so. Items of a
+judgement served from the judge-call cache are marked ``cached: true``.
 
 Example:
     >>> from nexagauge.judge.base import RawVerdict
@@ -68,11 +69,12 @@ def claim_metric(
         return MetricResult.failed(name, category, "no claims to judge", **(meta or {}))
     result: list[Any] = []
     scores: list[float] = []
+    cached = judgement.info.cached  # verdicts from the judge-call cache: nothing was spent
     for c, v in zip(claims, judgement.verdicts, strict=True):
         score, raw = claim_score(v, knobs)
         scores.append(score)
         cv = ClaimVerdict(
-            item=c.item,
+            item=c.item.model_copy(update={"cached": True}) if cached else c.item,
             source_chunk_index=c.source_chunk_index,
             confidence=c.confidence,
             extraction_failed=c.extraction_failed,

@@ -53,8 +53,9 @@ def case_chunks(ctx: NodeContext) -> list[Chunk]:
     return list(chunk_output(ctx.case.output, ctx.runtime.settings.run.chunk_max_tokens).chunks)
 
 
-def build_claims(extracted: list[ExtractedClaim]) -> list[Claim]:
-    """Merge near-identical claims and give each an id and token count."""
+def build_claims(extracted: list[ExtractedClaim], cached: bool = False) -> list[Claim]:
+    """Merge near-identical claims and give each an id and token count (``cached``: the
+    extraction came from the judge-call cache)."""
     kept = merge_indices([(c.text, c.confidence) for c in extracted])
     out = []
     for i, conf in kept:
@@ -63,6 +64,7 @@ def build_claims(extracted: list[ExtractedClaim]) -> list[Claim]:
             id=text_id(c.text, "claim", str(c.source_chunk_index)),
             text=c.text,
             tokens=float(count_tokens(c.text)),
+            cached=cached,
         )
         out.append(Claim(item=item, source_chunk_index=c.source_chunk_index, confidence=conf))
     return out
@@ -112,7 +114,8 @@ class ClaimsNode(Node):
                 **judge_meta(ctx, self.name),
             )
             return ClaimsMetrics(metrics=[failed], cost=ex.cost)
-        return ClaimsMetrics(claims=build_claims(list(ex.claims)), cost=ex.cost)
+        claims = build_claims(list(ex.claims), cached=ex.info.cached)
+        return ClaimsMetrics(claims=claims, cost=ex.cost)
 
     def estimate(self, ctx: NodeContext) -> list[CallEstimate]:
         from nexagauge.judge.tasks import claims_call, claims_completion_estimate, forecast_claims

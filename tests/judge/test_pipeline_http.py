@@ -175,6 +175,10 @@ async def test_cached_rerun_costs_zero(server, make_judge, tmp_path):
         recs, "eval", runtime=runtime(make_judge(cache=True), tmp_path), only=BOTH
     )
     assert len(server.requests) == n  # nothing sent
+    claims_out = again[0].outcomes["claims"].output
+    assert claims_out.claims and all(c.item.cached for c in claims_out.claims)
+    assert all(e["item"]["cached"] for e in metric(again[0], "relevance").result if "item" in e)
+    assert not any(c.item.cached for c in first[0].outcomes["claims"].output.claims)
     for a, b in zip(first, again, strict=True):
         assert b.cost.cost == 0 and b.cost.input_tokens == 0
         for node in BOTH:
