@@ -49,7 +49,8 @@ DEPTH = "<max depth reached>"
 #: a dict key whose value is a secret (matched case-insensitively anywhere in the key)
 SENSITIVE_KEY = re.compile(
     r"passw|pwd|secret|api[._ -]?key|apikey|access[._ -]?token|auth[._ -]?token|refresh[._ -]?token"
-    r"|authorization|private[._ -]?key|credential|cookie|session[._ -]?key|x-api-key|bearer",
+    r"|auth(?!or)|private[._ -]?key|credential|cookie|session[._ -]?key|x-api-key|bearer"
+    r"|csrf|xsrf|jwt",
     re.IGNORECASE,
 )
 
