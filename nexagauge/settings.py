@@ -185,6 +185,13 @@ class OnlineSettings(_Section):
     emit_attempts: int = Field(default=3, ge=1)
 
 
+LabelName = Literal["service", "span_name", "model"]
+
+
+def _all_labels() -> list[LabelName]:
+    return ["service", "span_name", "model"]
+
+
 class EmitSettings(_Section):
     """Where scores go: OTLP evaluation spans and the Prometheus endpoint (see docs/emit.md)."""
 
@@ -202,9 +209,7 @@ class EmitSettings(_Section):
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     #: which of service/span_name/model are populated on score series (others are "")
-    label_allowlist: list[Literal["service", "span_name", "model"]] = Field(
-        default_factory=lambda: ["service", "span_name", "model"]
-    )
+    label_allowlist: list[LabelName] = Field(default_factory=_all_labels)
     #: distinct values kept per bounded label; later new values become "other"
     max_label_values: int = Field(default=200, ge=1)
     #: optional value allow-lists per label, e.g. {"model": ["gpt-4o"]}; others become "other"

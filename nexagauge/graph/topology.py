@@ -108,10 +108,10 @@ def _parse(data: dict[str, Any], source: str) -> Topology:
     order: list[str] = []
     ready = [n for n in nodes if indeg[n] == 0]
     while ready:
-        n = ready.pop(0)
-        order.append(n)
+        name = ready.pop(0)
+        order.append(name)
         for m, spec in nodes.items():
-            if n in spec.requires:
+            if name in spec.requires:
                 indeg[m] -= 1
                 if indeg[m] == 0:
                     ready.append(m)

@@ -95,10 +95,9 @@ def window_model(scale: bool, reasoning: bool) -> type[BaseModel]:
 @cache
 def answer_model(n: int, scale: bool, reasoning: bool) -> type[BaseModel]:
     item = window_model(scale, reasoning)
+    fields: dict[str, Any] = {f"w{i + 1}": (item, ...) for i in range(n)}
     return create_model(
-        f"ConversationAnswer{n}{int(scale)}{int(reasoning)}",
-        __base__=_Strict,
-        **{f"w{i + 1}": (item, ...) for i in range(n)},
+        f"ConversationAnswer{n}{int(scale)}{int(reasoning)}", __base__=_Strict, **fields
     )
 
 

@@ -50,6 +50,10 @@ ItemField = Literal["input", "output", "reference", "context"]
 CONTEXT_SEPARATOR = "\n\n"
 
 
+def _output_only() -> list[ItemField]:
+    return ["output"]
+
+
 class RecordError(ValueError):
     """A record that cannot become a case. Names the record (index and id if known) and field."""
 
@@ -112,7 +116,7 @@ class Rubric(_Block):
 
 class RedteamMetricDef(_Block):
     name: StrictStr = Field(min_length=1)
-    item_fields: list[ItemField] = Field(default_factory=lambda: ["output"], min_length=1)
+    item_fields: list[ItemField] = Field(default_factory=_output_only, min_length=1)
     rubric: Rubric
 
 
@@ -134,7 +138,7 @@ class RedteamConfig(JudgeKnobs):
 
 class GevalMetricDef(_Block):
     name: StrictStr = Field(min_length=1)
-    item_fields: list[ItemField] = Field(default_factory=lambda: ["output"], min_length=1)
+    item_fields: list[ItemField] = Field(default_factory=_output_only, min_length=1)
     criteria: StrictStr | None = None
     evaluation_steps: list[StrictStr] | None = None
     threshold: StrictFloat | StrictInt = 0.5
