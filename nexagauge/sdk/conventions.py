@@ -189,8 +189,6 @@ NG_SCRUBBED: Final = "nexagauge.scrubbed"
 TRUNCATION_MARKER_TEMPLATE: Final = "...[truncated by nexagauge, {original} chars]"
 #: Replacement text of a scrubbed secret; ``{rule}`` = the rule that matched.
 SCRUBBED_REPLACEMENT_TEMPLATE: Final = "[scrubbed:{rule}]"
-#: Name of the event recorded when serialization of a value failed and a safe repr was used.
-NG_SERIALIZATION_FALLBACK: Final = "nexagauge.serialization_fallback"
 
 # == Section: (b) nexa-gauge namespace written by the evaluator on evaluation spans
 #: Name of the span the evaluator emits per evaluated trace/span.
