@@ -474,8 +474,9 @@ class LLMJudge:
         if getattr(resp, "choices", None):
             msg = resp.choices[0].message
             content = msg.content
-            if content is None and getattr(msg, "refusal", None):
-                content = None
+            refusal = getattr(msg, "refusal", None)
+            if content is None and refusal:
+                log.warning("judge refused to answer: %s", " ".join(str(refusal).split())[:200])
         usage = getattr(resp, "usage", None)
         if usage is not None and usage.prompt_tokens is not None:
             tin, tout = float(usage.prompt_tokens), float(usage.completion_tokens or 0)

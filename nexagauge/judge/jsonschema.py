@@ -49,19 +49,35 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
 def parse_json_object(text: str | None) -> Any:
-    """Parse a judge's JSON answer; tolerates a Markdown code fence around it (JSON mode).
+    r"""Parse a judge's JSON answer.
 
-    Raises ``ValueError`` with a short reason when the text is not one JSON value.
+    Tolerates what JSON-mode endpoints add around the object: a Markdown code fence, a
+    ``<think>...</think>`` block (reasoning models served by Ollama/vLLM), or prose before/after
+    one object. Raises ``ValueError`` with a short reason when no JSON value can be read.
+
+    Example:
+        >>> parse_json_object('<think>hmm</think>```json\n{"verdicts": ["yes"]}\n```')
+        {'verdicts': ['yes']}
     """
     if text is None or not text.strip():
         raise ValueError("empty answer")
+    text = _THINK.sub("", text).strip()
     m = _FENCE.match(text)
     if m:
         text = m.group(1)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"not valid JSON ({e.msg} at char {e.pos})") from None
+        first = e
+    start = text.find("{")
+    if start >= 0:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text, start)
+            return value
+        except json.JSONDecodeError:
+            pass
+    raise ValueError(f"not valid JSON ({first.msg} at char {first.pos})")

@@ -179,3 +179,13 @@ def test_rate_limiter_tokens_per_minute_waits():
         return time.perf_counter() - t
 
     assert 0.07 <= asyncio.run(run()) < 1.0
+
+
+def test_parse_json_tolerates_json_mode_wrappers():
+    from nexagauge.judge.jsonschema import parse_json_object
+
+    assert parse_json_object('```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json_object('<think>{"a": 2}</think>Sure: {"a": 1} done') == {"a": 1}
+    for bad in ("", "nope", '{"a": '):
+        with pytest.raises(ValueError):
+            parse_json_object(bad)
