@@ -198,8 +198,9 @@ class DemoLLM:
 
     def complete(self, question: str, docs: Sequence[dict[str, object]], mode: str) -> str:
         topic = _topic_of(docs)
-        if mode == "off_topic":
-            other = self.rng.choice([d for d in DOCS if d.topic != topic])
+        if mode == "off_topic":  # a part of the product neither asked about nor retrieved
+            seen = {str(d["id"]) for d in docs}
+            other = self.rng.choice([d for d in DOCS if d.topic != topic and d.id not in seen])
             return " ".join(_sentences(other.text)[:2])
         if mode == "ungrounded":
             return INVENTED[topic]
