@@ -44,6 +44,9 @@ class Progress:
         self._drawn = False
         self.done = 0
         self.failed = 0
+        # erase-to-end-of-line only on a terminal (a forced --progress into a log stays plain)
+        isatty = getattr(stream, "isatty", None)
+        self._erase = "\x1b[K" if callable(isatty) and isatty() else ""
 
     def update(self, done: int, failed: int = 0) -> None:
         self.done, self.failed = done, failed
@@ -78,7 +81,7 @@ class Progress:
         parts.append(f"{rate:.1f}/s")
         if frac and 0 < frac < 1:
             parts.append(f"ETA {elapsed * (1 - frac) / frac:.0f}s")
-        self.stream.write("\r" + "  ".join(parts) + "\x1b[K")
+        self.stream.write("\r" + "  ".join(parts) + self._erase)
         self.stream.flush()
         self._drawn = True
 

@@ -183,8 +183,9 @@ def test_json_array_input_with_a_bad_element_and_limit(cli: Runner, tmp_path: Pa
     assert (
         err["line"] == data.read_text().splitlines().index('{"case_id": "broken", "output": }') + 1
     )
-    r = cli("run", "chunk", "--input", str(data), "-o", "lim", "--limit", "3")
+    r = cli("run", "chunk", "--input", str(data), "-o", "lim", "--limit", "3", "--progress")
     assert r.rc == 0 and "3 cases, 0 failed records" in r.out
+    assert "3/3 cases" in r.err and "\x1b" not in r.err  # the progress bar: stderr, no escapes
     assert set(_cases(tmp_path / "lim")) == {
         rec.get("case_id") or rec.get("id") for rec in SAMPLE_RECORDS[:3]
     }
