@@ -421,6 +421,7 @@ class LLMJudge:
                 reason = f"malformed response from endpoint: {_short(e)}"
             else:
                 content, cost = self._read(resp, s, kwargs["messages"])
+                self._limiter.refund(est - cost.input_tokens - cost.output_tokens)
                 return _Answer(content, cost, sent, _logprobs(resp) if top_logprobs else None)
             if attempt >= s.max_retries:
                 raise _CallFailed(f"{reason} (gave up after {sent} attempts)", sent)
