@@ -348,10 +348,11 @@ def _output_attrs(call: _Call, attrs: dict[str, Any], result: Any) -> None:
         return
     if call.meta.is_retrieval:
         docs = normalize_documents(result)
+        copies = [dict(d) for d in docs]  # add_docs scrubs/truncates in place
         call.add_docs(docs)
         parent = call.parent
         if parent is not None:
-            parent.add_docs([dict(d) for d in call.docs or ()])
+            parent.add_docs(copies)
         return
     if type(result) is str:
         attrs[C.GEN_AI_OUTPUT_MESSAGES] = _output_message(call, result, C.FINISH_REASON_STOP)
@@ -1082,6 +1083,91 @@ def retriever(func: Any = None, /, *, name: str | None = None, query_arg: str | 
     return trace(
         func, name=name, input_arg=query_arg, operation=C.OPERATION_RETRIEVAL, context_arg=False
     )
+
+
+class retrieval:
+    """A retrieval span around inline code (when the retrieval is not a function to decorate).
+
+    Documents passed to :meth:`add` are recorded on the retrieval span and added to the enclosing
+    traced call's context, exactly like :func:`retriever`. Works with ``with`` and ``async with``;
+    an exception inside the block is recorded on the span and propagates unchanged.
+
+    Example::
+
+        with nexagauge.retrieval(query=question) as r:
+            hits = index.search(question, k=4)
+            r.add(hits)
+    """
+
+    __slots__ = ("_call", "_meta", "_query", "_token")
+    _metas: dict[str, _Meta] = {}
+
+    def __init__(self, query: str | None = None, *, name: str = "retrieval") -> None:
+        meta = retrieval._metas.get(name)
+        if meta is None:
+            meta = _build_meta(
+                _retrieval_signature,
+                name=name,
+                input_arg="query",
+                context_arg=False,
+                capture_input=True,
+                capture_output=False,
+                operation=C.OPERATION_RETRIEVAL,
+                turn_end=False,
+                attributes=None,
+                knobs={},
+                stream=False,
+            )
+            retrieval._metas[name] = meta
+        self._meta = meta
+        self._query = query
+        self._call: _Call | None = None
+        self._token: Any = None
+
+    def __enter__(self) -> retrieval:
+        try:
+            self._call = _start(self._meta, (self._query,), {})
+            if self._call is not None:
+                self._token = _attach(self._call.ctx)
+        except Exception as exc:
+            internal_error("start retrieval span", exc)
+        return self
+
+    def add(self, docs: Any) -> None:
+        """Record retrieved documents (any shape :func:`normalize_documents` accepts)."""
+        try:
+            call = self._call
+            if call is None or not call.state.capture_content:
+                return
+            normalized = normalize_documents(docs)
+            copies = [dict(d) for d in normalized]  # add_docs scrubs/truncates in place
+            call.add_docs(normalized)
+            if call.parent is not None:
+                call.parent.add_docs(copies)
+        except Exception as exc:
+            internal_error("retrieval.add", exc)
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        call, self._call = self._call, None
+        if call is None:
+            return
+        if self._token is not None:
+            _detach(self._token)
+            self._token = None
+        if exc is not None:
+            _end_error(call, exc)
+        else:
+            _end_ok(call, None, capture=False)
+
+    async def __aenter__(self) -> retrieval:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def _retrieval_signature(query: str | None = None) -> None:
+    """Signature template of ``nexagauge.retrieval`` (its input is the query)."""
 
 
 def _wrap_sync(fn: Callable[..., Any], meta: _Meta) -> Callable[..., Any]:

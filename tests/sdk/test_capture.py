@@ -474,3 +474,51 @@ def test_turn_end_option_and_function(rec: Recorder) -> None:
     assert rec.one("turn").attributes[C.NG_TURN_END] is True
     flags = {_in(s): s.attributes.get(C.NG_TURN_END) for s in rec.named("dyn")}
     assert flags == {"hi": None, "bye": True}
+
+
+def test_retrieval_context_manager(rec: Recorder) -> None:
+    @nexagauge.trace(name="rag")
+    def answer(question: str) -> str:
+        with nexagauge.retrieval(query="capital?") as r:
+            r.add([{"id": "d1", "content": "Paris is the capital. password=hunter2"}])
+        return "Paris"
+
+    answer("q")
+    ret = rec.one("retrieval")
+    assert ret.attributes[C.GEN_AI_OPERATION_NAME] == C.OPERATION_RETRIEVAL
+    assert ret.attributes[C.GEN_AI_RETRIEVAL_QUERY_TEXT] == "capital?"
+    expected = [{"id": "d1", "content": "Paris is the capital. password=[scrubbed:password]"}]
+    assert _docs(ret) == expected
+    assert _docs(rec.one("rag")) == expected
+    assert ret.parent.span_id == rec.one("rag").context.span_id
+
+
+async def test_retrieval_context_manager_async_and_error(rec: Recorder) -> None:
+    with pytest.raises(LookupError):
+        async with nexagauge.retrieval(query="q", name="vec") as r:
+            r.add("partial")
+            raise LookupError("index down")
+    span = rec.one("vec")
+    assert span.attributes[C.ERROR_TYPE] == "LookupError"
+    assert _docs(span) == [{"content": "partial"}]
+
+
+def test_long_retrieved_documents_are_truncated_once_in_parent() -> None:
+    r = configure_with(InMemorySpanExporter(), max_value_length=100)
+    try:
+
+        @nexagauge.retriever(name="ret")
+        def search(query: str) -> list[str]:
+            return ["x" * 300]
+
+        @nexagauge.trace(name="outer")
+        def answer(question: str) -> str:
+            search("q")
+            return "a"
+
+        answer("q")
+        for name in ("ret", "outer"):
+            (doc,) = _docs(r.one(name))
+            assert doc["content"] == "x" * 100 + C.TRUNCATION_MARKER_TEMPLATE.format(original=300)
+    finally:
+        nexagauge.shutdown()
