@@ -90,6 +90,9 @@ class LocalThresholds:
     evidence_sentences: int = 2
 
 
+#: the embedding backend the thresholds below were calibrated with
+CALIBRATED_FOR = "local:all-MiniLM-L6-v2"
+
 #: Picked by :func:`calibrate` on the calibration half of ``tests/data/*_pairs.jsonl`` with the
 #: packaged all-MiniLM-L6-v2 (``bench/local_judge_accuracy.py --calibrate`` recomputes them;
 #: ``tests/local/test_calibration.py`` fails if they drift).
@@ -504,8 +507,27 @@ class LocalJudge:
         return self._embedder
 
     def result_meta(self) -> dict[str, Any]:
-        """Provenance to put in ``MetricResult.meta`` of every result this judge produced."""
-        return {"judge": "local", "model": self.model, "method": LOCAL_JUDGE_VERSION}
+        """Provenance to put in ``MetricResult.meta`` of every result this judge produced.
+
+        ``method`` carries the thresholds (so the node cache never mixes calibrations);
+        ``uncalibrated: true`` flags an embedding backend other than the one the thresholds
+        were calibrated for (e.g. ``embeddings.provider = "openai"``).
+        """
+        t = self.thresholds
+        meta: dict[str, Any] = {
+            "judge": "local",
+            "model": self.model,
+            "method": f"{LOCAL_JUDGE_VERSION}:{t.relevance_similarity}/"
+            f"{t.grounding_similarity}/{t.grounding_coverage}/{t.evidence_sentences}",
+        }
+        try:
+            name = getattr(self.embedder, "name", None)
+        except Exception:  # the embedder cannot be built; the verdict call will report it
+            name = None
+        if name is not None and name != CALIBRATED_FOR:
+            meta["uncalibrated"] = True
+            meta["embeddings"] = name
+        return meta
 
     def _info(self) -> CallInfo:
         return CallInfo(calls=0, cached=False, model=self.model, prompt=LOCAL_JUDGE_VERSION)

@@ -66,7 +66,9 @@ async def test_concurrent_calls_are_coalesced_and_the_loop_stays_free(
     embedder: LocalEmbedder,
 ) -> None:
     stamp = time.time_ns()
-    texts = [[f"coalesced request {stamp} number {i} part {k}" for k in range(3)] for i in range(24)]
+    texts = [
+        [f"coalesced request {stamp} number {i} part {k}" for k in range(3)] for i in range(24)
+    ]
     ticks = 0
     done = asyncio.Event()
 
@@ -113,8 +115,14 @@ def test_openai_provider_needs_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 async def test_openai_compatible_endpoint_over_http(server: OpenAIServer) -> None:
-    s = EmbeddingSettings(provider="openai", model="text-embedding-3-small",
-                          base_url=server.base_url, api_key="k", batch_size=4, max_retries=0)
+    s = EmbeddingSettings(
+        provider="openai",
+        model="text-embedding-3-small",
+        base_url=server.base_url,
+        api_key="k",
+        batch_size=4,
+        max_retries=0,
+    )
     e = OpenAIEmbedder(s)
     texts = [f"remote text {i}" for i in range(10)]
     v = await e.embed(texts)
@@ -135,8 +143,9 @@ async def test_openai_compatible_endpoint_over_http(server: OpenAIServer) -> Non
 
 
 async def test_openai_endpoint_failure_is_an_embedding_error(server: OpenAIServer) -> None:
-    s = EmbeddingSettings(provider="openai", model="m", base_url=server.base_url, api_key="k",
-                          max_retries=0)
+    s = EmbeddingSettings(
+        provider="openai", model="m", base_url=server.base_url, api_key="k", max_retries=0
+    )
     e = OpenAIEmbedder(s)
     server.enqueue(Reply(status=500))
     with pytest.raises(EmbeddingError, match="failed"):

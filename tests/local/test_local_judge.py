@@ -36,7 +36,11 @@ def test_numbers_are_canonical() -> None:
 
 def test_entities_skip_the_sentence_start() -> None:
     assert entities("Paris is the capital of France.") == ["France"]
-    assert entities("The tower was built by Gustave Eiffel in Lyon.") == ["Gustave", "Eiffel", "Lyon"]
+    assert entities("The tower was built by Gustave Eiffel in Lyon.") == [
+        "Gustave",
+        "Eiffel",
+        "Lyon",
+    ]
     assert entities("It runs on NVMe drives.") == ["NVMe"]
 
 
@@ -95,7 +99,10 @@ async def test_local_judge_verdicts(embedder: LocalEmbedder) -> None:
         "Transformers use self-attention in deep learning.",
     )
     rel = await judge.judge_claims(
-        "relevance", claims, "What is the Eiffel Tower and where is it?", RelevanceConfig(),
+        "relevance",
+        claims,
+        "What is the Eiffel Tower and where is it?",
+        RelevanceConfig(),
         node="relevance",
     )
     assert rel.ok and [v.raw for v in rel.verdicts] == [1, 1, 0]
@@ -112,7 +119,9 @@ async def test_local_judge_verdicts(embedder: LocalEmbedder) -> None:
     assert "Lyon" in (grd.verdicts[1].reason or "")
     assert grd.reasoning and "not an LLM" in grd.reasoning
 
-    empty = await judge.judge_claims("grounding", claims, "   ", GroundingConfig(), node="grounding")
+    empty = await judge.judge_claims(
+        "grounding", claims, "   ", GroundingConfig(), node="grounding"
+    )
     assert empty.error is not None
     reply = await judge.structured("geval", {}, MetricResult, node="geval")
     assert reply.error == NEEDS_LLM and reply.value is None
@@ -121,7 +130,9 @@ async def test_local_judge_verdicts(embedder: LocalEmbedder) -> None:
 async def test_local_claim_extraction_is_sentences() -> None:
     judge = LocalJudge()
     text = "Paris is in France. It has 2.1 million people.\nWant to know more?"
-    chunk = Chunk(item=Item(id="c", text=text, tokens=20.0), index=3, char_start=0, char_end=len(text))
+    chunk = Chunk(
+        item=Item(id="c", text=text, tokens=20.0), index=3, char_start=0, char_end=len(text)
+    )
     ex = await judge.extract_claims([chunk])
     assert ex.ok
     assert [(c.text, c.source_chunk_index) for c in ex.claims] == [
@@ -171,3 +182,20 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
     # nodes that need a real LLM are skipped, saying why
     assert res.outcomes["redteam"].status == "skipped"
     assert res.outcomes["redteam"].reason == NEEDS_LLM
+
+
+def test_meta_flags_an_uncalibrated_embedding_backend() -> None:
+    from nexagauge.judge.embeddings import OpenAIEmbedder
+    from nexagauge.settings import EmbeddingSettings
+
+    remote = OpenAIEmbedder(EmbeddingSettings(provider="openai", model="m", base_url="http://x/v1"))
+    meta = LocalJudge(embedder=remote).result_meta()
+    assert meta["judge"] == "local" and meta["uncalibrated"] is True
+    assert meta["embeddings"].startswith("openai:m")
+    assert str(CALIBRATED.relevance_similarity) in meta["method"]
+
+
+@pytest.mark.integration
+def test_meta_of_the_calibrated_model(embedder: LocalEmbedder) -> None:
+    meta = LocalJudge(embedder=embedder).result_meta()
+    assert "uncalibrated" not in meta and meta["model"] == "local:all-MiniLM-L6-v2"

@@ -93,7 +93,11 @@ async def test_qg_relevancy_with_local_embeddings(
     assert [r["question"] for r in m.result] == QUESTIONS
     assert [r["similarity"] for r in m.result] == pytest.approx(sims.tolist(), abs=1e-5)
     assert m.meta is not None
-    assert (m.meta["judge"], m.meta["method"], m.meta["strictness"]) == ("llm", "question_generation", 3)
+    assert (m.meta["judge"], m.meta["method"], m.meta["strictness"]) == (
+        "llm",
+        "question_generation",
+        3,
+    )
     assert m.meta["embeddings"].startswith("local:")
 
     qg_calls = [r for r in server.requests if "write the questions it answers" in r.text]
@@ -157,7 +161,9 @@ async def test_local_judge_cannot_generate_questions(make_runtime: Callable[...,
     assert qg_relevance.estimate(ctx) == []
 
 
-async def test_estimate_is_one_call(make_runtime: Callable[..., Runtime], server: OpenAIServer) -> None:
+async def test_estimate_is_one_call(
+    make_runtime: Callable[..., Runtime], server: OpenAIServer
+) -> None:
     rt = make_runtime(judge=_llm(server))
     ctx = NodeContext(case=parse_record(_record(strictness=4)), upstream={}, runtime=rt)
     (est,) = qg_relevance.estimate(ctx)

@@ -109,9 +109,7 @@ def test_bad_refalign_block_is_a_record_error(block: dict[str, object], field: s
 
 # ------------------------------------------------------------------ the node (real model)
 REF = (
-    "The Eiffel Tower is located in Paris. "
-    "It was completed in 1889. "
-    "The tower is 330 metres tall."
+    "The Eiffel Tower is located in Paris. It was completed in 1889. The tower is 330 metres tall."
 )
 
 
@@ -144,7 +142,10 @@ async def test_node_hand_computed_alignment(make_runtime: Callable[..., Runtime]
     assert m["refalign_f1"].score == pytest.approx(2 / 3)
     assert 0.0 < (m["refalign_similarity"].score or 0) < 1.0
     ex = m["refalign_f1"].result[0]
-    assert [(p["output_index"], p["reference_index"]) for p in ex["matched_pairs"]] == [(0, 1), (2, 0)]
+    assert [(p["output_index"], p["reference_index"]) for p in ex["matched_pairs"]] == [
+        (0, 1),
+        (2, 0),
+    ]
     assert all(p["similarity"] == pytest.approx(1.0, abs=1e-4) for p in ex["matched_pairs"])
     assert [u["unit"] for u in ex["missed_reference_units"]] == ["The tower is 330 metres tall."]
     assert [u["unit"] for u in ex["extra_output_units"]] == ["Bananas are rich in potassium."]
@@ -196,7 +197,9 @@ async def test_node_disabled_and_unusable_inputs(make_runtime: Callable[..., Run
     res = await Executor(rt, plan("refalign")).run_case(case)
     assert res.outcomes["refalign"].status == "skipped"
     assert "disabled" in (res.outcomes["refalign"].reason or "")
-    res = await Executor(rt, plan("refalign")).run_case(parse_record({"output": "...", "reference": REF}))
+    res = await Executor(rt, plan("refalign")).run_case(
+        parse_record({"output": "...", "reference": REF})
+    )
     metrics = res.outcomes["refalign"].output.metrics  # type: ignore[union-attr]
     assert len(metrics) == 4
     assert all(x.score is None and "no text units" in (x.error or "") for x in metrics)
