@@ -227,3 +227,25 @@ def test_openai_env_fallback(monkeypatch):
     s = Settings()
     assert s.judge.base_url == "http://127.0.0.1:1/v1"
     assert s.judge.api_key is not None and s.judge.api_key.get_secret_value() == "sk-fallback"
+
+
+async def test_structured_top_logprobs_and_json_mode(server, make_judge):
+    from pydantic import BaseModel
+
+    from nexagauge.judge.base import Judge
+
+    class Score(BaseModel):
+        score: int
+
+    judge = make_judge(structured_output="json_object")
+    assert isinstance(judge, Judge)
+    server.enqueue(Reply(content='{"score": 4}'))
+    reply = await judge.structured("reask", {"error": "x"}, Score, node="geval", top_logprobs=3)
+    assert reply.ok and reply.value == Score(score=4)
+    body = server.requests[0].body
+    assert body["logprobs"] is True and body["top_logprobs"] == 3
+    assert body["response_format"] == {"type": "json_object"}
+    assert "JSON schema:" in body["messages"][0]["content"]
+    assert reply.logprobs is not None
+    assert "".join(t["token"] for t in reply.logprobs) == '{"score": 4}'
+    assert len(reply.logprobs[0]["top_logprobs"]) == 3

@@ -19,7 +19,8 @@ How a request is answered, first match wins:
 
 A :class:`Reply` can set the HTTP ``status``, extra ``headers`` (``Retry-After``), a ``delay``
 before answering (timeouts), the message ``content`` (any text, e.g. malformed JSON), or a raw
-``body`` (dict -> JSON, str/bytes -> sent as is, e.g. a broken HTTP payload).
+``body`` (dict -> JSON, str/bytes -> sent as is, e.g. a broken HTTP payload), and ``logprobs``
+(sent when the request has ``logprobs: true``; by default every content token at logprob 0).
 
 Accounting: ``server.requests`` records every request (path, JSON body, headers);
 ``server.stats`` counts requests and prompt/completion tokens (cl100k, offline; the chat
@@ -112,6 +113,9 @@ class Reply:
     error_message: str = "scripted error"
     prompt_tokens: int | None = None  # override usage
     completion_tokens: int | None = None
+    #: ``choices[0].logprobs.content`` to send when the request asks for logprobs; default: each
+    #: content token with logprob 0.0 and ``top_logprobs`` = that token + alternates at -10.0
+    logprobs: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -302,12 +306,30 @@ class OpenAIServer:
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
                     "finish_reason": "stop",
-                    "logprobs": None,
+                    "logprobs": self._logprobs(body, content, reply),
                 }
             ],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
         }
         self._send(h, 200, resp, reply.headers)
+
+    @staticmethod
+    def _logprobs(body: Any, content: str, reply: Reply) -> dict[str, Any] | None:
+        if not isinstance(body, dict) or not body.get("logprobs"):
+            return None
+        if reply.logprobs is not None:
+            return {"content": reply.logprobs}
+        from nexagauge.text.tokens import get_encoding
+
+        enc = get_encoding()
+        k = int(body.get("top_logprobs") or 0)
+        out = []
+        for tid in enc.encode(content, disallowed_special=()):
+            tok = enc.decode([tid])
+            alts = [{"token": tok, "logprob": 0.0, "bytes": None}]
+            alts += [{"token": f"alt{i}", "logprob": -10.0, "bytes": None} for i in range(k - 1)]
+            out.append({"token": tok, "logprob": 0.0, "bytes": None, "top_logprobs": alts[:k]})
+        return {"content": out}
 
     def prompt_tokens(self, req: Request) -> int:
         """Prompt tokens as billed: 3 per message + 3, plus the json_schema (if counted)."""
