@@ -391,6 +391,13 @@ class _JsonScanner:
                     problem = problem or f"unexpected {c!r}"
                     end = i
                     break
+                if _CLOSER[c] not in stack:
+                    if in_array and c == "]":  # the array ends inside an unfinished record
+                        problem = problem or "incomplete record before the closing ']'"
+                        end = i - 1
+                        break
+                    problem = problem or f"unexpected {c!r}"  # a stray closer
+                    continue
                 if stack[-1] != _CLOSER[c]:
                     problem = problem or f"mismatched {c!r}"
                     # resynchronize: the closer closes its nearest matching opener

@@ -121,6 +121,16 @@ def test_json_concatenated_objects_and_empty_array(tmp_path: Path) -> None:
     assert list(iter_records(p)) == []
 
 
+def test_json_array_ending_inside_a_record(tmp_path: Path) -> None:
+    p = tmp_path / "d.json"
+    p.write_text('[{"output": "a"}, {"output": ]')
+    good, bad = _split(list(iter_records(p)))
+    assert good == [{"output": "a"}] and "incomplete record" in str(bad[1])
+    p.write_text('[{"output": "a"}}, {"output": "b"}]')  # a stray closer spoils one record only
+    good, bad = _split(list(iter_records(p)))
+    assert good == [{"output": "b"}] and "unexpected '}'" in str(bad[0])
+
+
 def test_json_not_an_array(tmp_path: Path) -> None:
     p = tmp_path / "d.json"
     p.write_text('"just a string"')
