@@ -164,7 +164,7 @@ async def test_geval_steps_generated_once_and_logprob_weighted_over_http():
 async def test_geval_without_logprobs_falls_back_to_raw_score_and_says_so():
     def handler(req: Request) -> Reply | None:
         if "score" in _props(req):
-            return Reply(content='{"score": 5}')  # server returns logprobs: null
+            return Reply(body=_chat_body('{"score": 1}', None))  # no logprobs in the answer
         return None
 
     geval = {"metrics": [{"name": "polite", "evaluation_steps": ["Is it polite?"]}]}
