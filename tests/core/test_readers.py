@@ -256,3 +256,32 @@ def test_csv_field_map_column_is_parsed_like_its_field(tmp_path: Path) -> None:
     p.write_text('out\tcfg\nhello\t{"scoring_mode": "scale_1_5"}\n')
     [(_, rec)] = list(iter_records(p, field_map={"output": "out", "relevance": "cfg"}))
     assert rec == {"out": "hello", "cfg": {"scoring_mode": "scale_1_5"}}
+
+
+@given(
+    body=st.text(alphabet='[]{},:"\\ \nab1', max_size=80),
+    chunk=st.integers(min_value=1, max_value=16),
+)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_json_scanner_survives_garbage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, chunk: int
+) -> None:
+    """Any input ends in records, per-record errors or one ReaderError - never a crash or hang."""
+    monkeypatch.setattr(readers, "CHUNK_CHARS", chunk)
+    p = tmp_path / "g.json"
+    p.write_text("[" + body)
+    items: list[tuple[int, Any]] = []
+    try:
+        for item in iter_records(p):
+            items.append(item)
+            assert len(items) <= len(body) + 1
+    except ReaderError:
+        pass
+    assert [i for i, _ in items] == list(range(len(items)))
+    try:
+        expected = json.loads("[" + body)
+    except json.JSONDecodeError:
+        return
+    assert [r for _, r in items] == expected  # valid input: exactly its elements, no errors
