@@ -199,3 +199,15 @@ def test_meta_flags_an_uncalibrated_embedding_backend() -> None:
 def test_meta_of_the_calibrated_model(embedder: LocalEmbedder) -> None:
     meta = LocalJudge(embedder=embedder).result_meta()
     assert "uncalibrated" not in meta and meta["model"] == "local:all-MiniLM-L6-v2"
+
+
+def test_runtime_defaults_to_the_local_judge_without_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nexagauge.settings import Settings
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NEXAGAUGE_JUDGE_BASE_URL",
+                "NEXAGAUGE_JUDGE_API_KEY", "NEXAGAUGE_JUDGE_MODE"):
+        monkeypatch.delenv(var, raising=False)
+    rt = Runtime.create(Settings(), use_cache=False)
+    assert isinstance(rt.judge, LocalJudge) and rt.judge_kind == "local"
