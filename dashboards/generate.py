@@ -361,7 +361,7 @@ def evaluator_rules() -> dict[str, Any]:
 
 
 def target(expr: str, legend: str = "", *, instant: bool = False, fmt: str = "time_series",
-           ref: str = "A", interval: str = "") -> dict[str, Any]:
+           ref: str = "A", interval: str = "", exemplar: bool = False) -> dict[str, Any]:
     t: dict[str, Any] = {
         "datasource": DS,
         "refId": ref,
@@ -372,6 +372,8 @@ def target(expr: str, legend: str = "", *, instant: bool = False, fmt: str = "ti
         "format": fmt,
         "editorMode": "code",
     }
+    if exemplar:  # trace-id exemplars of the histogram: click through to the trace in Jaeger
+        t["exemplar"] = True
     if interval:
         t["interval"] = interval
     return t
@@ -592,7 +594,7 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
             f"{what} score distribution",
             "heatmap",
             [target(f"sum by (le) (increase({mn.SCORE}_bucket{{{sel}}}[$__rate_interval]))",
-                    "{{le}}", fmt="heatmap")],
+                    "{{le}}", fmt="heatmap", exemplar=True)],
             w=12, h=9,
             description="Evaluations per score bucket over time (histogram buckets of "
             f"{mn.SCORE}).",
@@ -600,6 +602,7 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
                      "cellGap": 1, "color": {"mode": "scheme", "scheme": "Oranges",
                                              "exponent": 0.5, "steps": 64},
                      "tooltip": {"show": True, "yHistogram": True},
+                     "exemplars": {"color": "rgba(255,0,255,0.7)"},
                      "rowsFrame": {"layout": "le"}},
         ),
         Panel(
