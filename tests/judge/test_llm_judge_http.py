@@ -239,6 +239,7 @@ async def test_structured_top_logprobs_and_json_mode(server, make_judge):
 
     judge = make_judge(structured_output="json_object")
     assert isinstance(judge, Judge)
+    server.auto_logprobs = True
     server.enqueue(Reply(content='{"score": 4}'))
     reply = await judge.structured("reask", {"error": "x"}, Score, node="geval", top_logprobs=3)
     assert reply.ok and reply.value == Score(score=4)

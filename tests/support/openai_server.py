@@ -20,7 +20,8 @@ How a request is answered, first match wins:
 A :class:`Reply` can set the HTTP ``status``, extra ``headers`` (``Retry-After``), a ``delay``
 before answering (timeouts), the message ``content`` (any text, e.g. malformed JSON), or a raw
 ``body`` (dict -> JSON, str/bytes -> sent as is, e.g. a broken HTTP payload), and ``logprobs``
-(sent when the request has ``logprobs: true``; by default every content token at logprob 0).
+(sent when the request has ``logprobs: true``; without it the server sends none, like endpoints
+without logprob support, unless started with ``auto_logprobs=True``).
 
 Accounting: ``server.requests`` records every request (path, JSON body, headers);
 ``server.stats`` counts requests and prompt/completion tokens (cl100k, offline; the chat
@@ -113,8 +114,9 @@ class Reply:
     error_message: str = "scripted error"
     prompt_tokens: int | None = None  # override usage
     completion_tokens: int | None = None
-    #: ``choices[0].logprobs.content`` to send when the request asks for logprobs; default: each
-    #: content token with logprob 0.0 and ``top_logprobs`` = that token + alternates at -10.0
+    #: ``choices[0].logprobs.content`` to send when the request asks for logprobs (default: none,
+    #: or with ``OpenAIServer(auto_logprobs=True)`` each content token at logprob 0.0 with
+    #: ``top_logprobs`` = that token + alternates at -10.0)
     logprobs: list[dict[str, Any]] | None = None
 
 
@@ -146,11 +148,13 @@ class OpenAIServer:
         count_schema_tokens: bool = True,
         embedding_dim: int = 64,
         model: str = "gpt-4o-mini",
+        auto_logprobs: bool = False,
     ) -> None:
         self.handler = handler
         self.count_schema_tokens = count_schema_tokens
         self.embedding_dim = embedding_dim
         self.model = model
+        self.auto_logprobs = auto_logprobs
         self.requests: list[Request] = []
         self.stats = ServerStats()
         self._queue: deque[Reply] = deque()
@@ -313,12 +317,13 @@ class OpenAIServer:
         }
         self._send(h, 200, resp, reply.headers)
 
-    @staticmethod
-    def _logprobs(body: Any, content: str, reply: Reply) -> dict[str, Any] | None:
+    def _logprobs(self, body: Any, content: str, reply: Reply) -> dict[str, Any] | None:
         if not isinstance(body, dict) or not body.get("logprobs"):
             return None
         if reply.logprobs is not None:
             return {"content": reply.logprobs}
+        if not self.auto_logprobs:
+            return None
         from nexagauge.text.tokens import get_encoding
 
         enc = get_encoding()
