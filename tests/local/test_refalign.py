@@ -114,7 +114,7 @@ REF = (
 
 
 async def _refalign(rt: Runtime, output: str, **block: object) -> RefalignMetrics:
-    rec = {"case_id": "r", "output": output, "reference": REF}
+    rec: dict[str, object] = {"case_id": "r", "output": output, "reference": REF}
     if block:
         rec["refalign"] = block
     res = await Executor(rt, plan("refalign")).run_case(parse_record(rec))
