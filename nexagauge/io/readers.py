@@ -9,7 +9,8 @@ executor calls it with the ``--field`` mapping), so validation errors name the f
 
 Nothing is loaded whole:
 
-- **JSONL** (``.jsonl``, ``.ndjson``): one JSON value per line, blank lines ignored.
+- **JSONL** (``.jsonl``, ``.ndjson``): one JSON value per line, blank lines ignored; each line is
+  decoded on its own, so a line that is not UTF-8 is one bad record.
 - **JSON** (``.json``): a top-level array ``[{...}, {...}]`` is scanned element by element (a small
   bracket/string scanner finds each element's end; only that element is decoded), so memory is
   bounded by the largest record, not the file. A file of concatenated objects (``{...}\\n{...}``,
@@ -46,7 +47,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 from nexagauge.schema.case import FIELD_ALIASES, KNOB_BLOCKS, RecordError
 
@@ -146,38 +147,57 @@ class RecordReader:
         return self.lines.pop(index, None)
 
     # -- opening -------------------------------------------------------------------------------
-    def _open(self) -> IO[str]:
+    def _open_binary(self) -> IO[bytes]:
         if self.path == "-":
-            return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline="")
+            return sys.stdin.buffer
         if self.path.lower().endswith(".gz"):
-            return gzip.open(self.path, "rt", encoding="utf-8-sig", newline="")
-        return open(self.path, encoding="utf-8-sig", newline="")
+            return cast(IO[bytes], gzip.open(self.path, "rb"))
+        return open(self.path, "rb")
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         if self.limit == 0:
             return
-        with self._open() as f:
+        with self._open_binary() as raw:
             if self.format == "jsonl":
-                gen = self._jsonl(f)
-            elif self.format == "json":
-                gen = self._json(f)
+                gen = self._jsonl(raw)  # decoded line by line: a bad line is one bad record
             else:
-                gen = self._csv(f, "\t" if self.format == "tsv" else ",")
-            for count, item in enumerate(gen, start=1):
-                yield item
-                if self.limit is not None and count >= self.limit:
-                    break
+                f = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+                if self.format == "json":
+                    gen = self._json(f)
+                else:
+                    gen = self._csv(f, "\t" if self.format == "tsv" else ",")
+            try:
+                for count, item in enumerate(gen, start=1):
+                    yield item
+                    if self.limit is not None and count >= self.limit:
+                        break
+            except UnicodeDecodeError as e:
+                raise ReaderError(
+                    f"{self.path}: not UTF-8 text ({e.reason} near byte {self.bytes_read + e.start})"
+                ) from None
 
     # -- JSON Lines ----------------------------------------------------------------------------
-    def _jsonl(self, f: IO[str]) -> Iterator[tuple[int, Any]]:
+    def _jsonl(self, f: IO[bytes]) -> Iterator[tuple[int, Any]]:
         index = 0
-        for lineno, line in enumerate(f, start=1):
-            self.bytes_read += len(line)
-            if not line.strip():
+        for lineno, raw_line in enumerate(f, start=1):
+            self.bytes_read += len(raw_line)
+            if lineno == 1 and raw_line.startswith(b"\xef\xbb\xbf"):
+                raw_line = raw_line[3:]  # UTF-8 byte order mark
+            if not raw_line.strip():
                 continue
             self.lines[index] = lineno
             try:
+                line = raw_line.decode("utf-8")
                 yield index, json.loads(line.rstrip("\r\n"))
+            except UnicodeDecodeError as e:
+                yield (
+                    index,
+                    RecordError(
+                        index,
+                        None,
+                        f"line {lineno}: not UTF-8 text ({e.reason} at column {e.start + 1})",
+                    ),
+                )
             except json.JSONDecodeError as e:
                 yield (
                     index,

@@ -285,3 +285,15 @@ def test_json_scanner_survives_garbage(
     except json.JSONDecodeError:
         return
     assert [r for _, r in items] == expected  # valid input: exactly its elements, no errors
+
+
+def test_encoding_problems(tmp_path: Path) -> None:
+    p = tmp_path / "d.jsonl"
+    p.write_bytes(b'\xef\xbb\xbf{"output": "a"}\n{"output": "caf\xe9"}\n{"output": "c"}\n')
+    good, bad = _split(list(iter_records(p)))
+    assert good == [{"output": "a"}, {"output": "c"}]  # BOM skipped, the Latin-1 line is one error
+    assert "line 2: not UTF-8" in str(bad[1])
+    j = tmp_path / "d.json"
+    j.write_bytes(b'[{"output": "caf\xe9"}]')
+    with pytest.raises(ReaderError, match="not UTF-8"):
+        list(iter_records(j))
