@@ -8,7 +8,9 @@ All claims of the case are judged against the input in ONE call. Knobs (``releva
 - ``penalize_ambiguity``: the judge may answer "unsure" (``label: "idk"``), which counts as
   relevant unless this is set (then 0);
 - ``method: question_generation`` switches to Ragas-style question-generation relevancy
-  (:mod:`nexagauge.judge.qg_relevance`).
+  (:mod:`nexagauge.judge.qg_relevance`);
+- ``multi_turn_strategy``: ``last_turn`` (default) or ``all_turns`` over a conversation,
+  micro-averaged over every turn's claims (:mod:`nexagauge.nodes.relevance_turns`).
 
 Per claim ACCEPTED when the normalized score >= 0.6; score = mean. Metric ``answer_relevancy``,
 category ``answer``. Skips (empty metrics, zero cost): relevance disabled, empty input, no
@@ -65,6 +67,12 @@ class RelevanceNode(ClaimMetricNode):
             from nexagauge.judge import qg_relevance
 
             return await qg_relevance.question_generation_relevance(ctx, node=self.name)
+        from nexagauge.nodes import relevance_turns
+
+        if relevance_turns.wants_all_turns(ctx):
+            return await relevance_turns.all_turns_relevance(
+                ctx, node=self.name, metric=self.metric, category=self.category
+            )
         return await super().run(ctx)
 
     def estimate(self, ctx: NodeContext) -> list[CallEstimate]:
