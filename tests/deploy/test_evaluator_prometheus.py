@@ -41,6 +41,8 @@ from support.prometheus import (
     rule_files,
 )
 
+from nexagauge.sdk import conventions as C
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 HERE = Path(__file__).parent
@@ -136,7 +138,8 @@ def stack(prometheus_bin: str,
         try:
             _wait_http(f"http://127.0.0.1:{port}/metrics", proc, log, timeout=60)
             with PrometheusServer({JOB: [f"127.0.0.1:{port}"]}, rule_files=rule_files(),
-                                  binary=prometheus_bin) as prom:
+                                  binary=prometheus_bin,
+                                  features=("exemplar-storage",)) as prom:
                 def produce(*extra: str) -> dict[str, Any]:
                     out = subprocess.run(
                         [sys.executable, str(HERE / "produce_traces.py"), "--bootstrap",
@@ -197,6 +200,23 @@ def test_the_evaluator_scored_the_traces(stack: dict[str, Any]) -> None:
     assert float(mean[0]["value"][1]) < 0.8, mean
     spans = stack["rx"].spans
     assert spans, "no evaluation span reached the OTLP receiver"
+
+
+def test_score_exemplars_point_at_the_evaluated_traces(stack: dict[str, Any]) -> None:
+    """The heatmaps' exemplars carry trace ids of evaluated traces (the link to Jaeger)."""
+    prom: PrometheusServer = stack["prom"]
+    now = time.time()
+    found = prom.query_exemplars('nexagauge_score_bucket{metric="grounding"}', now - 600, now)
+    trace_ids = {e["labels"]["trace_id"] for series in found for e in series["exemplars"]}
+    assert trace_ids, "no trace-id exemplars on the score histogram"
+    # each is the trace of an evaluation span the evaluator exported (batched: allow a moment)
+    deadline = time.monotonic() + 20
+    while True:
+        evaluated = {s.attributes.get(C.NG_EVALUATION_TRACE_ID) for s in stack["rx"].spans}
+        if trace_ids <= evaluated or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert trace_ids <= evaluated, trace_ids - evaluated
 
 
 def test_dashboard_queries_return_data(stack: dict[str, Any]) -> None:

@@ -111,6 +111,8 @@ class PrometheusServer:
     scrape_interval: str = "1s"
     evaluation_interval: str = "1s"
     binary: str | None = None
+    #: ``--enable-feature`` flags, e.g. ``("exemplar-storage",)`` (as in docker-compose.yml)
+    features: Sequence[str] = ()
     port: int = 0
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
@@ -150,6 +152,7 @@ class PrometheusServer:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--storage.tsdb.retention.time=1d",
                 "--log.level=warn",
+                *(f"--enable-feature={f}" for f in self.features),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -230,6 +233,12 @@ class PrometheusServer:
             {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
         )
         return list(data["result"])
+
+    def query_exemplars(self, selector: str, start: float, end: float) -> list[dict[str, Any]]:
+        """Exemplars of the series matching ``selector`` (needs ``features=("exemplar-storage",)``)."""
+        data = self._get("/api/v1/query_exemplars",
+                         {"query": selector, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        return list(data)
 
     def label_values(self, label: str, match: str | None = None) -> list[str]:
         """Values of ``label`` (optionally among series matching ``match``): Grafana's
