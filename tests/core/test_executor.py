@@ -117,7 +117,7 @@ def make_executor(
         return nodes.get(name) or real[name]
 
     monkeypatch.setattr(executor_mod, "load_node", load)
-    rt = Runtime(settings=Settings(), cache=cache)
+    rt = Runtime(settings=Settings(run={"default_threshold": 0.5, "thresholds": {}}), cache=cache)
     return Executor(rt, plan(target, topology=TOPOLOGY), max_in_flight=max_in_flight)
 
 
