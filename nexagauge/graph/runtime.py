@@ -58,6 +58,16 @@ class Runtime:
         """``"llm"``, ``"local"`` or ``None`` (no judge)."""
         return getattr(self.judge, "kind", None) if self.judge is not None else None
 
+    def llm_unavailable(self) -> str | None:
+        """Why nodes that need a real LLM cannot run now (no judge, or the local judge)."""
+        if self.judge is None:
+            return NO_JUDGE
+        if not getattr(self.judge, "supports_llm_tasks", False):
+            from nexagauge.judge.base import NEEDS_LLM
+
+            return NEEDS_LLM
+        return None
+
     @property
     def embedder(self) -> Any:
         """The process-wide embedding service (loaded on first use, then shared)."""

@@ -32,8 +32,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
-from nexagauge.graph.runtime import NO_JUDGE
-from nexagauge.judge.base import NEEDS_LLM
 from nexagauge.schema.case import ScoringMode, Turn
 from nexagauge.schema.results import (
     ACCEPT_THRESHOLD,
@@ -200,11 +198,7 @@ class ConversationRelevanceNode(Node):
     def skip_reason(self, ctx: NodeContext) -> str | None:
         if not ctx.case.conversation_relevance.enabled:
             return "conversation_relevance disabled"
-        if ctx.runtime.judge is None:
-            return NO_JUDGE
-        if not ctx.runtime.judge.supports_llm_tasks:
-            return NEEDS_LLM
-        return None
+        return ctx.runtime.llm_unavailable()
 
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
         from nexagauge.judge.promptlib import load_prompt

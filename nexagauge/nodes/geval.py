@@ -28,9 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
-from nexagauge.graph.runtime import NO_JUDGE
-from nexagauge.judge.base import NEEDS_LLM
-from nexagauge.nodes.geval_steps import GevalStepsMetrics
+from nexagauge.nodes.geval_steps import GevalStepsMetrics, geval_skip_reason
 from nexagauge.schema.case import EvalCase, GevalMetricDef, ScoringMode
 from nexagauge.schema.results import CostEstimate, GevalMetrics, MetricResult
 
@@ -136,16 +134,7 @@ class GevalNode(Node):
     output_model = GevalMetrics
 
     def skip_reason(self, ctx: NodeContext) -> str | None:
-        cfg = ctx.case.geval
-        if cfg is None:
-            return "no geval block"
-        if not cfg.enabled:
-            return "geval disabled"
-        if ctx.runtime.judge is None:
-            return NO_JUDGE
-        if not ctx.runtime.judge.supports_llm_tasks:
-            return NEEDS_LLM
-        return None
+        return geval_skip_reason(ctx)
 
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
         from nexagauge.judge.promptlib import load_prompt

@@ -22,8 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nexagauge.graph.cache import ContentStore
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
-from nexagauge.graph.runtime import NO_JUDGE, Runtime
-from nexagauge.judge.base import NEEDS_LLM
+from nexagauge.graph.runtime import Runtime
 from nexagauge.schema.case import GevalMetricDef
 from nexagauge.schema.results import CostEstimate, GevalStepsMetrics
 
@@ -118,22 +117,23 @@ async def resolve_steps(
         _inflight.pop(loop_key, None)
 
 
+def geval_skip_reason(ctx: NodeContext) -> str | None:
+    """Shared by ``geval_steps`` and ``geval``: no block, disabled, or no LLM judge."""
+    cfg = ctx.case.geval
+    if cfg is None:
+        return "no geval block"
+    if not cfg.enabled:
+        return "geval disabled"
+    return ctx.runtime.llm_unavailable()
+
+
 class GevalStepsNode(Node):
     name = "geval_steps"
     version = "1"
     output_model = GevalStepsMetrics
 
     def skip_reason(self, ctx: NodeContext) -> str | None:
-        cfg = ctx.case.geval
-        if cfg is None:
-            return "no geval block"
-        if not cfg.enabled:
-            return "geval disabled"
-        if ctx.runtime.judge is None:
-            return NO_JUDGE
-        if not ctx.runtime.judge.supports_llm_tasks:
-            return NEEDS_LLM
-        return None
+        return geval_skip_reason(ctx)
 
     def cacheable(self, ctx: NodeContext) -> bool:
         return False  # steps have their own cross-case cache; per-case entries would duplicate it

@@ -31,8 +31,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, create_model
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
-from nexagauge.graph.runtime import NO_JUDGE
-from nexagauge.judge.base import NEEDS_LLM
 from nexagauge.schema.case import EvalCase, RedteamConfig, Rubric, ScoringMode
 from nexagauge.schema.results import CostEstimate, MetricResult, RedteamMetrics
 
@@ -170,11 +168,9 @@ class RedteamNode(Node):
         cfg = ctx.case.redteam
         if not cfg.enabled:
             return "redteam disabled"
-        judge = ctx.runtime.judge
-        if judge is None:
-            return NO_JUDGE
-        if not judge.supports_llm_tasks:
-            return NEEDS_LLM
+        why = ctx.runtime.llm_unavailable()
+        if why:
+            return why
         if not resolve_rubrics(cfg):
             return "no redteam rubrics (replace_defaults with no custom rubrics)"
         return None
