@@ -128,7 +128,7 @@ _HEDGES = frozenset(
     ["about", "approximately", "approx", "around", "roughly", "nearly", "almost", "some", "circa", "ca", "estimated"]
 )
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[.,'\u2019][A-Za-z0-9]+)*")
-_NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w]*[A-Za-z])")
+_NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d,]*\d)(?!(?:st|nd|rd|th)\b)")
 _AND_A_HALF = re.compile(r"\b(\w+) and a half\b", re.IGNORECASE)
 
 

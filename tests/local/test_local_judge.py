@@ -31,7 +31,8 @@ def test_numbers_are_canonical() -> None:
     assert numbers("It is 1,332 km and 1332.0 m") == {"1332"}
     assert numbers("one and a half cups, six minutes") == {"1.5", "6"}
     assert numbers("the 21st century, the third-last defender") == {"#21", "#3"}
-    assert numbers("No numbers here.") == set()
+    assert numbers("No numbers here, v2 or H2O.") == set()
+    assert numbers("in the 1960s, 5km away, $2.75 million") == {"1960", "5", "2.75"}
 
 
 def test_entities_skip_the_sentence_start() -> None:
