@@ -119,6 +119,8 @@ class KafkaSettings(_Section):
     logs_topic: str = "otlp_logs"
     rekeyed_topic: str = "nexagauge_spans_by_trace"
     dlq_topic: str = "nexagauge_dlq"
+    #: turns keyed by conversation id (the conversation stage's repartition topic, see docs/online.md)
+    turns_topic: str = "nexagauge_turns"
     group_id: str = "nexagauge-evaluator"
     encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
