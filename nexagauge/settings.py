@@ -185,6 +185,13 @@ class OnlineSettings(_Section):
     commit_interval_s: float = Field(default=1.0, gt=0)
     #: emission attempts (with exponential backoff) before the evaluation is dead-lettered
     emit_attempts: int = Field(default=3, ge=1)
+    #: conversation stage (incremental conversation_relevance, docs/online.md "Conversations"):
+    #: on when the node set can include conversation_relevance; conversations kept (LRU);
+    #: how long a turn waits for earlier turns before it is judged; turns queued before pausing
+    conversations: bool = True
+    conversation_states: int = Field(default=10_000, ge=1)
+    conversation_reorder_s: float = Field(default=2.0, ge=0)
+    conversation_max_pending: int = Field(default=2_000, ge=1)
 
 
 LabelName = Literal["service", "span_name", "model"]
