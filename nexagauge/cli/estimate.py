@@ -2,7 +2,9 @@
 
 For every record, the planned nodes are walked in order: deterministic utility nodes (``scan``,
 ``chunk``, ``refiner``) really run (they are cheap and their output sizes the judge prompts);
-judge nodes are asked for ``Node.estimate`` (planned calls and tokens) and never run; other
+judge nodes are asked for ``Node.estimate`` (planned calls and tokens) and never run, unless
+their result is already in the node cache (looked up with the executor's key): a run would reuse
+it, so it counts as ``cached`` and costs nothing (``--no-cache`` estimates a cold run). Other
 nodes cost nothing. A node that is ineligible for a record (missing field, disabled block,
 prerequisite ineligible) contributes nothing for it. USD comes from the judge price table
 (``nexagauge.judge.pricing``; ``judge.price_table`` adds your own prices) for each node's
@@ -35,6 +37,9 @@ def add_parser(sub: Any) -> None:
         "USD from the price table. No judge is called.",
     )
     add_common_input_args(p)
+    p.add_argument(
+        "--no-cache", action="store_true", help="estimate as if nothing were in the node cache"
+    )
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -43,6 +48,7 @@ class NodeEstimate:
     node: str
     model: str | None = None
     cases: int = 0
+    cached: int = 0
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -55,6 +61,7 @@ class NodeEstimate:
             "node": self.node,
             "model": self.model,
             "cases": self.cases,
+            "cached": self.cached,
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -69,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_cli_settings(args)
     plan_ = make_plan(args)
     reader = open_reader(args, field_map)
-    doc = asyncio.run(_estimate(settings, plan_, reader, field_map))
+    doc = asyncio.run(_estimate(settings, plan_, reader, field_map, use_cache=not args.no_cache))
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
@@ -85,8 +92,30 @@ def _price_table(settings: Any) -> Any:
     return PriceTable.load(settings.judge.price_table)
 
 
+def _cached(rt: Any, node: Any, ctx: Any, reqs: tuple[str, ...], outputs: dict[str, Any]) -> Any:
+    """The node's cached output for this case, looked up exactly as the executor would."""
+    from nexagauge.graph.executor import _digest
+
+    cache = rt.cache
+    if cache is None or any(r not in outputs for r in reqs) or not node.cacheable(ctx):
+        return None
+    key = cache.key(
+        node=node.name,
+        version=node.version,
+        case=ctx.case.fingerprint(),
+        config=dict(node.cache_key_parts(ctx)),
+        upstream={r: _digest(outputs[r]) for r in reqs},
+    )
+    return cache.get(key, node.output_model)
+
+
 async def _estimate(
-    settings: Any, plan_: Any, reader: Any, field_map: dict[str, str]
+    settings: Any,
+    plan_: Any,
+    reader: Any,
+    field_map: dict[str, str],
+    *,
+    use_cache: bool = True,
 ) -> dict[str, Any]:
     from nexagauge.cli.main import CliError
     from nexagauge.graph.node import NodeContext
@@ -95,7 +124,7 @@ async def _estimate(
     from nexagauge.nodes import load_node
     from nexagauge.schema.case import RecordError, parse_record
 
-    rt = Runtime.create(settings, use_cache=False)
+    rt = Runtime.create(settings, use_cache=False if not use_cache else None)
     topo = plan_.topology
     try:
         nodes = {n: load_node(n) for n in plan_.nodes}
@@ -154,8 +183,13 @@ async def _estimate(
                 try:
                     if spec.judge:
                         e_ = est[name]
-                        calls = nodes[name].estimate(ctx)
                         e_.cases += 1
+                        hit = _cached(rt, nodes[name], ctx, reqs, outputs)
+                        if hit is not None:  # a run would reuse it: no call
+                            e_.cached += 1
+                            outputs[name] = hit
+                            continue
+                        calls = nodes[name].estimate(ctx)
                         for c in calls:
                             e_.calls += c.calls
                             e_.input_tokens += c.input_tokens
@@ -195,6 +229,7 @@ async def _estimate(
         "problems": bad[:100],
         "nodes": [e_.as_dict() for e_ in est.values()],
         "total": {
+            "cached": sum(e_.cached for e_ in est.values()),
             "calls": sum(e_.calls for e_ in est.values()),
             "input_tokens": sum(e_.input_tokens for e_ in est.values()),
             "output_tokens": sum(e_.output_tokens for e_ in est.values()),
@@ -214,6 +249,7 @@ def _print(doc: dict[str, Any]) -> None:
             n["node"],
             n["model"] or "-",
             n["cases"],
+            n["cached"],
             n["calls"],
             n["input_tokens"],
             n["output_tokens"],
@@ -227,13 +263,15 @@ def _print(doc: dict[str, Any]) -> None:
             "TOTAL",
             "",
             doc["cases"],
+            t["cached"],
             t["calls"],
             t["input_tokens"],
             t["output_tokens"],
             _usd(t["usd"]),
         ]
     )
-    print(format_table(["node", "model", "cases", "calls", "in_tokens", "out_tokens", "usd"], rows))
+    headers = ["node", "model", "cases", "cached", "calls", "in_tokens", "out_tokens", "usd"]
+    print(format_table(headers, rows))
     print(
         f"{doc['cases']} cases, {doc['failed_records']} failed records; "
         f"{t['calls']} judge calls, {t['input_tokens']} input + {t['output_tokens']} output tokens, "

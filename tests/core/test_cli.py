@@ -420,3 +420,57 @@ def test_interrupt_keeps_what_was_evaluated(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["interrupted"] is True and 0 < summary["records"] < 4000
     assert len(list(cases.glob("*.json"))) == summary["cases"]
+
+
+def test_estimate_counts_cached_judge_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A judge result already in the node cache would be reused by a run: no call estimated."""
+    import asyncio
+
+    from nexagauge.graph.executor import Executor
+    from nexagauge.graph.planner import plan
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.nodes import load_node
+    from nexagauge.schema.case import parse_record
+    from nexagauge.settings import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_MODE", "none")
+    monkeypatch.setenv("NEXAGAUGE_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in SAMPLE_RECORDS[:3]) + "\n")
+
+    def estimate(*extra: str) -> dict[str, Any]:
+        assert cli_main.main(["estimate", "redteam", "--input", str(data), "--json", *extra]) == 0
+        doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return doc["nodes"][0]
+
+    cold = estimate()
+    assert (cold["cached"], cold["calls"]) == (0, 3)
+    # a real executor run of the first case (redteam forced to "run" without a judge) fills the
+    # node cache exactly as `nexagauge run` would
+    node = load_node("redteam")
+
+    async def fake_run(self: Any, ctx: Any) -> Any:
+        return node.output_model()
+
+    monkeypatch.setattr(type(node), "skip_reason", lambda self, ctx: None)
+    monkeypatch.setattr(type(node), "run", fake_run)
+
+    async def run_first() -> None:
+        rt = Runtime.create(load_settings())
+        ex = Executor(rt, plan("redteam"))
+        res = await ex.run_case(parse_record(SAMPLE_RECORDS[0], 0), 0)
+        assert res.outcomes["redteam"].status == "ok"
+        await rt.aclose()
+
+    asyncio.run(run_first())
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_MODE", "none")
+    monkeypatch.setenv("NEXAGAUGE_CACHE_DIR", str(tmp_path / "cache"))
+    warm = estimate()
+    assert (warm["cached"], warm["calls"]) == (1, 2)
+    assert warm["input_tokens"] < cold["input_tokens"]
+    assert estimate("--no-cache")["calls"] == 3
