@@ -44,7 +44,7 @@ Trigger = Literal["root_end", "turn_end", "inactivity", "evicted"]
 Source = tuple[str, int, int]
 
 
-@dataclass
+@dataclass(slots=True)
 class Trace:
     """Spans and log records of one trace collected so far."""
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -114,6 +114,8 @@ class DecodedBatch:
     spans: list[SpanRecord] = field(default_factory=list)
     logs: list[LogRef] = field(default_factory=list)
     invalid: int = 0
+    #: valid spans the ``keep`` filter dropped
+    skipped: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,18 +239,24 @@ def _parse(data: bytes, encoding: Encoding, kind: Literal["traces", "logs"], max
 # --------------------------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------------------------
+#: decode-time filter: ``keep(trace_id, service, span_name, marks, error)``; False skips the span
+KeepFn = Callable[[bytes, str, str, dict[str, Any], bool], bool]
+
+
 def decode_traces(
     data: bytes,
     encoding: Encoding = "otlp_proto",
     *,
     wanted: frozenset[str] = BASE_WANTED,
     max_bytes: int = 8 * 1024 * 1024,
+    keep: KeepFn | None = None,
 ) -> DecodedBatch:
     """Decode one ``ExportTraceServiceRequest`` into :class:`SpanRecord` s.
 
     Raises :class:`PoisonMessage` when the message can never be processed. Spans with invalid
     ids (wrong length or all zeros) are dropped and counted in ``invalid``; when every span of a
-    non-empty request is invalid the message is poison (``invalid_ids``).
+    non-empty request is invalid the message is poison (``invalid_ids``). ``keep`` filters spans
+    before a record is built (the evaluator drops spans of traces it can never sample).
     """
     req = _parse(data, encoding, "traces", max_bytes)
     out = DecodedBatch()
@@ -261,17 +269,23 @@ def decode_traces(
                 if len(tid) != 16 or len(sid) != 8 or tid == _ZERO_TRACE or sid == _ZERO_SPAN:
                     out.invalid += 1
                     continue
+                marks = _wanted(s.attributes, wanted)
+                name = s.name
+                error = s.status.code == STATUS_CODE_ERROR
+                if keep is not None and not keep(tid, service, name, marks, error):
+                    out.skipped += 1
+                    continue
                 spans.append(
                     SpanRecord(
                         tid,
                         sid,
                         s.parent_span_id,
-                        s.name,
+                        name,
                         s.start_time_unix_nano,
                         s.end_time_unix_nano,
-                        s.status.code == STATUS_CODE_ERROR,
+                        error,
                         service,
-                        _wanted(s.attributes, wanted),
+                        marks,
                         s,
                     )
                 )

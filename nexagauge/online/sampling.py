@@ -4,7 +4,7 @@ Decisions are a pure function of the trace id (or the conversation id when sessi
 whole) and the configuration, so every consumer process decides the same way and a re-delivered
 trace gets the same answer. The rate test is OpenTelemetry's ``TraceIdRatioBased``: the low 64
 bits of the trace id below ``rate * 2**64``; a lower rate's sample is therefore a subset of a higher
-rate's (10% is inside 25%). Conversation ids are hashed (SHA-256, 64 bits) onto the same scale.
+rate's (10% is inside 25%). Conversation ids are hashed (BLAKE2b, 64 bits) onto the same scale.
 
 Rules are tried in order; the first rule whose ``service``/``span_name`` (shell patterns) and
 ``attribute`` values all match decides the rate and which metric nodes run. ``always`` rules and
@@ -32,9 +32,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nexagauge.sdk import conventions as C
 from nexagauge.settings import SamplingRule, SamplingSettings
 
 _LIMIT = 2**64
+#: attributes holding a conversation id (GenAI, OpenInference, OpenLLMetry association property)
+_CONVERSATION_MARKS = frozenset(
+    {
+        C.GEN_AI_CONVERSATION_ID,
+        C.OI_SESSION_ID,
+        C.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + "session_id",
+    }
+)
 
 
 def ratio_bound(rate: float) -> int:
@@ -49,7 +58,10 @@ def trace_key(trace_id: bytes) -> int:
 
 def conversation_key(conversation_id: str) -> int:
     """A uniform 64-bit key for a conversation id (same id -> same key on every process)."""
-    return int.from_bytes(hashlib.sha256(conversation_id.encode("utf-8")).digest()[:8], "big")
+    return int.from_bytes(
+        hashlib.blake2b(conversation_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+        "big",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +97,10 @@ class Sampler:
         self.settings = settings
         self._rules = [(r, ratio_bound(r.rate)) for r in settings.rules]
         self._default = ratio_bound(settings.default_rate)
+        self._max_bound = max([self._default, *(b for _, b in self._rules)])
+        self._always = [r for r in settings.rules if r.always]
+        self._on_error = settings.always_on_error
+        self._by_conv = settings.by_conversation
 
     @property
     def attribute_keys(self) -> frozenset[str]:
@@ -93,7 +109,33 @@ class Sampler:
 
     @property
     def max_bound(self) -> int:
-        return max([self._default, *(b for _, b in self._rules)])
+        """The highest rate bound of any rule: a key at or above it is never rate-sampled."""
+        return self._max_bound
+
+    def could_sample_span(
+        self, trace_id: bytes, service: str, span_name: str, marks: Mapping[str, Any], error: bool
+    ) -> bool:
+        """Decode-time check on one span: False when nothing about it can make its trace
+        sampled (rate by trace id or conversation id, error, always rules).
+
+        Conversation ids are read from ``marks`` (the eagerly decoded attributes).
+        """
+        bound = self._max_bound
+        if error and self._on_error:
+            return True
+        conv = False
+        if self._by_conv and marks:
+            # the same key as decide(): the conversation id when the span carries one
+            for k, cid in marks.items():
+                if k in _CONVERSATION_MARKS and isinstance(cid, str) and cid:
+                    conv = True
+                    if conversation_key(cid) < bound:
+                        return True
+        if not conv and int.from_bytes(trace_id[-8:], "big") < bound:
+            return True
+        return bool(self._always) and any(
+            _match(r, service, span_name, marks) for r in self._always
+        )
 
     def may_sample(
         self,
@@ -111,16 +153,16 @@ class Sampler:
         if error and self.settings.always_on_error:
             return True
         bound = self.max_bound
-        if bound and trace_key(trace_id) < bound:
+        convs = list(conversation_ids) if self.settings.by_conversation else []
+        # the key decide() uses: a conversation id of the trace if any, else the trace id
+        if convs:
+            if any(conversation_key(cid) < bound for cid in convs):
+                return True
+        elif trace_key(trace_id) < bound:
             return True
-        if self.settings.by_conversation:
-            for cid in conversation_ids:
-                if conversation_key(cid) < bound:
-                    return True
-        always = [r for r, _ in self._rules if r.always]
-        if always:
+        if self._always:
             for service, name, attrs in spans:
-                if any(_match(r, service, name, attrs) for r in always):
+                if any(_match(r, service, name, attrs) for r in self._always):
                     return True
         return False
 

@@ -86,6 +86,7 @@ class StageStats:
     poison: int = 0
     traces_done: int = 0
     not_sampled: int = 0
+    discarded_traces: int = 0
     sampled: int = 0
     evaluated: int = 0
     failed: int = 0
@@ -135,6 +136,8 @@ class EvaluatorStage:
         self._sem = asyncio.Semaphore(self.o.max_in_flight)
         self._executors: dict[tuple[str, ...] | None, tuple[Executor, str]] = {}
         self._evicted_seen: dict[str, int] = {}
+        self._discarded: dict[bytes, None] = {}
+        self._discard_memory = max(10_000, self.o.max_buffered_traces * 10)
         self._late_seen = 0
 
     # -- decoding ---------------------------------------------------------------------------
@@ -149,6 +152,7 @@ class EvaluatorStage:
         now = self.clock()
         n_spans = 0
         buf, tracker = self.buffer, self.tracker
+        keep = self._keep if self.o.early_discard else None
         for rec in records:
             off = rec.offset
             tracker.begin(key, off)
@@ -169,12 +173,13 @@ class EvaluatorStage:
                         self.k.encoding,
                         wanted=self.wanted,
                         max_bytes=self.k.max_message_bytes,
+                        keep=keep,
                     )
                     src = (tp.topic, tp.partition, off)
                     for sp in batch.spans:
                         if buf.add_span(sp, src, now) == "new":
                             tracker.acquire(key, off)
-                    n_spans += len(batch.spans)
+                    n_spans += len(batch.spans) + batch.skipped
             except PoisonMessage as p:
                 self._poison(rec, key, p)
             tracker.release(key, off)
@@ -183,6 +188,31 @@ class EvaluatorStage:
             self.metrics.messages_consumed(tp.topic, len(records))
             if n_spans:
                 self.metrics.spans_consumed(tp.topic, n_spans)
+
+    def _keep(
+        self, trace_id: bytes, service: str, name: str, marks: dict[str, Any], error: bool
+    ) -> bool:
+        """Decode-time filter: buffer a span unless its trace can never be sampled."""
+        if self.buffer.has_trace(trace_id) or self.sampler.could_sample_span(
+            trace_id, service, name, marks, error
+        ):
+            return True
+        self._discard(trace_id)
+        return False
+
+    def _discard(self, trace_id: bytes) -> None:
+        """Count a trace dropped at decode time once (bounded memory: the id set is reset when
+        full, so a very long trace may be counted twice)."""
+        seen = self._discarded
+        if trace_id in seen:
+            return
+        if len(seen) >= self._discard_memory:
+            seen.clear()
+        seen[trace_id] = None
+        self.stats.not_sampled += 1
+        self.stats.discarded_traces += 1
+        if self.metrics is not None:
+            self.metrics.trace_not_sampled()
 
     def _poison(
         self, rec: ConsumerRecord[Any, Any], key: tuple[str, int], p: PoisonMessage

@@ -135,7 +135,7 @@ def _decode_any(data: bytes) -> None:
             attributes(s.proto.attributes)  # the lazy part must not crash either
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2048))
 def test_random_bytes_never_crash(data: bytes) -> None:
     _decode_any(data)
@@ -166,7 +166,7 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(["resourceSpans", "resourceLogs", "x"]),

@@ -118,3 +118,25 @@ def test_rate_limit_and_budget_skip_with_reasons() -> None:
     assert lim.try_acquire() is None  # the rolling hour moved on
     lim2 = Limiter(SamplingSettings(budget_usd_per_day=0.0), clock=lambda: now[0])
     assert lim2.try_acquire() == "budget_day"
+
+
+def test_decode_time_filter_never_drops_a_span_decide_would_sample() -> None:
+    rules = [SamplingRule(name="vip", attribute={"tier": "gold"}, always=True)]
+    for by_conv in (True, False):
+        s = Sampler(SamplingSettings(default_rate=0.2, by_conversation=by_conv, rules=rules))
+        for i in range(3000):
+            tid = os.urandom(16)
+            conv = f"conv-{i}" if i % 2 else None
+            marks: dict = {"gen_ai.conversation.id": conv} if conv else {}
+            if i % 50 == 0:
+                marks["tier"] = "gold"
+            err = i % 97 == 0
+            d = decide(s, tid, attrs=marks, error=err, conversation_id=conv)
+            if d.sampled:
+                assert s.could_sample_span(tid, "svc", "chat", marks, err)
+                assert s.may_sample(
+                    tid,
+                    [("svc", "chat", marks)],
+                    error=err,
+                    conversation_ids=[conv] if conv else [],
+                )
