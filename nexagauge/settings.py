@@ -192,6 +192,10 @@ class OnlineSettings(_Section):
     conversation_states: int = Field(default=10_000, ge=1)
     conversation_reorder_s: float = Field(default=2.0, ge=0)
     conversation_max_pending: int = Field(default=2_000, ge=1)
+    #: drop at decode time the spans of traces no rule can sample (by trace or conversation id);
+    #: a trace that later shows an error span or matches an ``always`` rule is assembled from
+    #: that span on (its earlier spans are gone). Off: every trace is assembled in full.
+    early_discard: bool = True
 
 
 LabelName = Literal["service", "span_name", "model"]
