@@ -136,3 +136,60 @@ async def test_direct_consumption_without_rekey_and_poison_in_evaluator(broker: 
     finally:
         stop.set()
         await runner
+
+
+async def test_log_records_on_the_logs_topic_are_joined_through_rekey(broker: Any) -> None:
+    """Content of the official OpenAI instrumentation travels in log records on the logs topic;
+    the re-key stage routes them by trace id next to their spans, and the case is built from them."""
+    from nexagauge.sdk import conventions as C
+
+    from .otlp import logs_request, rand_tid, sid, span, traces_request
+
+    names = topics("logs")
+    await broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 2})
+    settings = make_settings(broker.bootstrap, names)
+    rec = Recorder()
+    svc = OnlineService(
+        settings, runtime=Runtime.create(settings, use_cache=False), emitter=rec, serve_http=False
+    )
+    await svc.start()
+    stop = asyncio.Event()
+    runner = asyncio.ensure_future(svc.run_until(stop))
+    try:
+        expected, span_msgs, log_msgs = [], [], []
+        for i in range(8):
+            t = rand_tid()
+            expected.append(f"{t.hex()}:{sid(1).hex()}")
+            span_msgs.append(
+                traces_request([span(t, sid(1), "chat gpt-4o", {C.GEN_AI_OPERATION_NAME: "chat"})])
+            )
+            log_msgs.append(
+                logs_request(
+                    [
+                        {
+                            "trace_id": t,
+                            "span_id": sid(1),
+                            "event": C.EVENT_GEN_AI_USER_MESSAGE,
+                            "body": {"content": f"question {i}?"},
+                            "time": 1,
+                        },
+                        {
+                            "trace_id": t,
+                            "span_id": sid(1),
+                            "event": C.EVENT_GEN_AI_CHOICE,
+                            "body": {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": f"answer {i}."},
+                            },
+                            "time": 2,
+                        },
+                    ]
+                )
+            )
+        await produce(broker.bootstrap, names["logs_topic"], log_msgs, 2, seed=1)
+        await produce(broker.bootstrap, names["traces_topic"], span_msgs, 2, seed=2)
+        assert await wait_for(lambda: set(rec.cases) >= set(expected), 30), rec.cases
+        assert svc.stage is not None and svc.stage.stats.logs == 16
+    finally:
+        stop.set()
+        await runner
