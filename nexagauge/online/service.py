@@ -99,6 +99,9 @@ class StageStats:
 class EvaluatorStage:
     """The evaluation stage handler (see module docstring)."""
 
+    #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations)
+    turns: Any = None
+
     def __init__(
         self,
         settings: Settings,
