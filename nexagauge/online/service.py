@@ -389,6 +389,8 @@ class EvaluatorStage:
             cost = result.cost.cost
             errors = _errors(result)
             await self._emit(target, result, started)
+            if self.turns is not None:  # turn record keyed by conversation id (conversations.py)
+                await self.turns.publish(ec, d.nodes)
             if errors:
                 self.stats.failed += 1
                 if self.dlq is not None:
