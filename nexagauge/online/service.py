@@ -594,6 +594,9 @@ class OnlineService:
         secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
         dlq = DeadLetters(self._producer, k.dlq_topic, secrets)
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
+        from nexagauge.online.conversations import attach_conversations
+
+        self.conversation_stage = await attach_conversations(self, dlq)
         if o.rekey:
             self.rekey_stage = RekeyStage(s, self._producer, dlq, self.metrics)
             src = [k.traces_topic] + ([k.logs_topic] if o.consume_logs else [])
