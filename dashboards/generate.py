@@ -56,25 +56,26 @@ EVALUATOR_JOB = "nexagauge-evaluator"
 #: where runbook_url annotations point; a path relative to the repository root by default
 RUNBOOK_BASE = "docs/runbooks.md"
 
-RELEVANCE = "answer_relevancy"
-GROUNDING = "grounding"
-
-# Alert thresholds ------------------------------------------------------------------------------
-GROUNDING_FLOOR = 0.6  # mean grounding over the last hour (claims are ACCEPTED at >= 0.6)
-GROUNDING_FLOOR_MIN_SAMPLES = 20  # evaluations in the last hour, per route
-GROUNDING_DROP = 0.15  # absolute drop of the 1 h mean below the trailing 7 d mean
-DROP_MIN_SAMPLES_1H = 20
-DROP_MIN_SAMPLES_7D = 200
-PSI_ALERT = 0.25  # PSI > 0.25: "significant shift" in the usual PSI reading (0.1 .. 0.25 moderate)
-PSI_WARN = 0.1
-PSI_MIN_SAMPLES_1H = 50
-PSI_MIN_SAMPLES_7D = 200
-PSI_EPSILON = 0.001  # added to every bin share so an empty bin does not give ln(0)
-LAG_MAX = 1000  # messages behind, summed over the partitions of a topic
-STALL_MIN_SAMPLED = 5  # sampled traces in 15 m that should have produced evaluations
-JUDGE_ERROR_RATE = 0.1
-JUDGE_MIN_CALLS = 20
-BUDGET_MIN_SKIPPED = 10
+# Alert thresholds: one source shared with the evaluator (``nexagauge demo`` checks the same rules)
+from nexagauge.emit.alerts import (  # noqa: E402
+    BUDGET_MIN_SKIPPED,
+    DROP_MIN_SAMPLES_1H,
+    DROP_MIN_SAMPLES_7D,
+    GROUNDING,
+    GROUNDING_DROP,
+    GROUNDING_FLOOR,
+    GROUNDING_FLOOR_MIN_SAMPLES,
+    JUDGE_ERROR_RATE,
+    JUDGE_MIN_CALLS,
+    LAG_MAX,
+    PSI_ALERT,
+    PSI_EPSILON,
+    PSI_MIN_SAMPLES_1H,
+    PSI_MIN_SAMPLES_7D,
+    PSI_WARN,
+    RELEVANCE,
+    STALL_MIN_SAMPLED,
+)
 
 #: label set of every recorded score series (model kept so dashboards can filter by it)
 SCORE_LABELS = "metric, service, span_name, model"

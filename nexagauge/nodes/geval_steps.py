@@ -163,10 +163,12 @@ class GevalStepsNode(Node):
         from nexagauge.judge.promptlib import load_prompt
         from nexagauge.text.tokens import count_tokens
 
-        if ctx.case.geval is None or ctx.runtime.judge is None:
+        if ctx.case.geval is None or (
+            ctx.runtime.judge is not None and not ctx.runtime.judge.supports_llm_tasks
+        ):
             return []
         p = load_prompt(PROMPT)
-        model = getattr(ctx.runtime.judge, "model", "")
+        model = getattr(ctx.runtime.judge, "model", None) or ctx.runtime.settings.judge.model
         out = []
         for m in ctx.case.geval.metrics:
             if m.evaluation_steps:

@@ -268,18 +268,22 @@ def _empty(v: Any) -> bool:
     return v is None or (isinstance(v, str) and v.strip() == "") or (isinstance(v, list) and not v)
 
 
-def _as_text(value: Any, field: str, index: int | None) -> str:
+def _as_text(value: Any, field: str, index: int | None, case_id: str | None = None) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or value is None:
-        raise RecordError(index, field, f"expected text, got {type(value).__name__}")
+        raise RecordError(
+            index, field, f"expected text, got {type(value).__name__}", case_id=case_id
+        )
     if isinstance(value, int | float):
         # a number as answer ("42") is legitimate data, not a coercion of a wrong type
         return str(value)
-    raise RecordError(index, field, f"expected text, got {type(value).__name__}")
+    raise RecordError(index, field, f"expected text, got {type(value).__name__}", case_id=case_id)
 
 
-def _context_docs(value: Any, field: str, index: int | None) -> tuple[str, ...]:
+def _context_docs(
+    value: Any, field: str, index: int | None, case_id: str | None = None
+) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     if isinstance(value, list):
@@ -292,36 +296,54 @@ def _context_docs(value: Any, field: str, index: int | None) -> tuple[str, ...]:
                     (d[k] for k in ("text", "content", "page_content", "document") if k in d), None
                 )
                 if not isinstance(text, str):
-                    raise RecordError(index, f"{field}[{i}]", "document object has no text field")
+                    raise RecordError(
+                        index, f"{field}[{i}]", "document object has no text field", case_id=case_id
+                    )
                 docs.append(text)
             else:
-                raise RecordError(index, f"{field}[{i}]", f"expected text, got {type(d).__name__}")
+                raise RecordError(
+                    index,
+                    f"{field}[{i}]",
+                    f"expected text, got {type(d).__name__}",
+                    case_id=case_id,
+                )
         return tuple(d for d in docs if d.strip())
-    raise RecordError(index, field, f"expected text or list of texts, got {type(value).__name__}")
+    raise RecordError(
+        index, field, f"expected text or list of texts, got {type(value).__name__}", case_id=case_id
+    )
 
 
 _ROLE_USER = {"user", "human"}
 _ROLE_ASSISTANT = {"assistant", "ai", "bot", "model"}
 
 
-def _conversation(value: Any, field: str, index: int | None) -> tuple[Turn, ...]:
+def _conversation(
+    value: Any, field: str, index: int | None, case_id: str | None = None
+) -> tuple[Turn, ...]:
     """Accept ``[{input, output}, ...]`` turns or ``[{role, content}, ...]`` chat messages."""
     if not isinstance(value, list):
-        raise RecordError(index, field, f"expected a list of turns, got {type(value).__name__}")
+        raise RecordError(
+            index, field, f"expected a list of turns, got {type(value).__name__}", case_id=case_id
+        )
     if all(isinstance(t, Mapping) and "input" in t and "output" in t for t in value):
         turns = []
         for i, t in enumerate(value):
             try:
                 turns.append(Turn(input=t["input"], output=t["output"]))
             except ValidationError as e:
-                raise RecordError(index, f"{field}[{i}]", _first_error(e)) from None
+                raise RecordError(
+                    index, f"{field}[{i}]", _first_error(e), case_id=case_id
+                ) from None
         return tuple(turns)
     out: list[Turn] = []
     pending_user: list[str] = []
     for i, m in enumerate(value):
         if not isinstance(m, Mapping) or "role" not in m:
             raise RecordError(
-                index, f"{field}[{i}]", "expected {input, output} turns or {role, content} messages"
+                index,
+                f"{field}[{i}]",
+                "expected {input, output} turns or {role, content} messages",
+                case_id=case_id,
             )
         role = str(m["role"]).lower()
         content = m.get("content")
@@ -330,7 +352,9 @@ def _conversation(value: Any, field: str, index: int | None) -> tuple[Turn, ...]
                 p.get("content", p.get("text", "")) for p in content if isinstance(p, Mapping)
             )
         if not isinstance(content, str):
-            raise RecordError(index, f"{field}[{i}].content", "message content must be text")
+            raise RecordError(
+                index, f"{field}[{i}].content", "message content must be text", case_id=case_id
+            )
         if role in _ROLE_USER:
             pending_user.append(content)
         elif role in _ROLE_ASSISTANT:
@@ -341,7 +365,9 @@ def _conversation(value: Any, field: str, index: int | None) -> tuple[Turn, ...]
         elif role in {"system", "developer", "tool"}:
             continue
         else:
-            raise RecordError(index, f"{field}[{i}].role", f"unknown role {m['role']!r}")
+            raise RecordError(
+                index, f"{field}[{i}].role", f"unknown role {m['role']!r}", case_id=case_id
+            )
     return tuple(out)
 
 
@@ -400,7 +426,11 @@ def parse_record(
     try:
         values: dict[str, Any] = {}
         src, conv = _pick(record, "conversation", field_map, index)
-        turns = _conversation(conv, src or "conversation", index) if conv is not None else ()
+        turns = (
+            _conversation(conv, src or "conversation", index, case_id_hint)
+            if conv is not None
+            else ()
+        )
         if turns:
             values["conversation"] = turns
 
@@ -411,25 +441,25 @@ def parse_record(
             else:
                 aliases = "/".join(FIELD_ALIASES["output"])
                 raise err(src or "output", f"missing output (one of {aliases})")
-        values["output"] = _as_text(out, src or "output", index)
+        values["output"] = _as_text(out, src or "output", index, case_id_hint)
         if not values["output"].strip():
             raise err(src or "output", "output is empty")
 
         src, inp = _pick(record, "input", field_map, index)
         if inp is not None:
-            values["input"] = _as_text(inp, src or "input", index)
+            values["input"] = _as_text(inp, src or "input", index, case_id_hint)
         elif turns:
             values["input"] = turns[-1].input
 
         src, ctx = _pick(record, "context", field_map, index)
         if ctx is not None:
-            docs = _context_docs(ctx, src or "context", index)
+            docs = _context_docs(ctx, src or "context", index, case_id_hint)
             values["context_documents"] = docs
             values["context"] = CONTEXT_SEPARATOR.join(docs) if docs else None
 
         src, ref = _pick(record, "reference", field_map, index)
         if ref is not None:
-            values["reference"] = _as_text(ref, src or "reference", index)
+            values["reference"] = _as_text(ref, src or "reference", index, case_id_hint)
 
         explicit = []
         for block, model in _BLOCK_MODELS.items():
