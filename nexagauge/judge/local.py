@@ -88,6 +88,9 @@ class LocalThresholds:
     grounding_similarity: float
     grounding_coverage: float
     evidence_sentences: int = 2
+    #: the lexical features the thresholds were calibrated with: ``"wordnet"`` (synonyms and
+    #: noun weighting from an installed WordNet) or ``"none"``
+    lexicon: str = "none"
 
 
 #: the embedding backend the thresholds below were calibrated with
@@ -95,13 +98,37 @@ CALIBRATED_FOR = "local:all-MiniLM-L6-v2"
 
 #: Picked by :func:`calibrate` on the calibration half of ``tests/data/*_pairs.jsonl`` with the
 #: packaged all-MiniLM-L6-v2 (``bench/local_judge_accuracy.py --calibrate`` recomputes them;
-#: ``tests/local/test_calibration.py`` fails if they drift).
-CALIBRATED = LocalThresholds(
+#: ``tests/local/test_calibration.py`` fails if they drift). One set per lexicon: WordNet (when a
+#: WordNet 3.0 database is installed, e.g. Debian ``wordnet-base``) and plain.
+CALIBRATED_WORDNET = LocalThresholds(
+    relevance_similarity=0.39,
+    grounding_similarity=0.41,
+    grounding_coverage=0.65,
+    evidence_sentences=2,
+    lexicon="wordnet",
+)
+CALIBRATED_PLAIN = LocalThresholds(
     relevance_similarity=0.39,
     grounding_similarity=0.41,
     grounding_coverage=0.45,
     evidence_sentences=2,
+    lexicon="none",
 )
+#: the plain set (no external data needed); :func:`default_thresholds` picks per machine
+CALIBRATED = CALIBRATED_PLAIN
+
+
+def default_lexicon() -> Any:
+    """The installed WordNet (a synonym source) or ``None`` - loaded once per process."""
+    from nexagauge.text.wordnet import default_synonyms
+
+    src, info = default_synonyms()
+    return src if info.variant == "wordnet" else None
+
+
+def default_thresholds(lexicon: Any) -> LocalThresholds:
+    """The calibrated thresholds matching the available lexicon."""
+    return CALIBRATED_WORDNET if lexicon is not None else CALIBRATED_PLAIN
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,15 +316,34 @@ class GroundingFeatures:
         return d
 
 
+def _synonym_in(w: str, stems: set[str], lexicon: Any) -> bool:
+    try:
+        syns = lexicon.synonyms(w)
+    except Exception:  # a lexicon lookup failure only loses the synonym credit
+        return False
+    return any(_stem(s) in stems for s in syns if s.lower() != w)
+
+
+def _noun_only(w: str, lexicon: Any) -> bool:
+    try:
+        ss = lexicon.synsets(w)
+    except Exception:
+        return False
+    return bool(ss) and all(x.pos() == "n" for x in ss)
+
+
 def grounding_features(
     claim: str,
     context_sentences: Sequence[str],
     similarities: Sequence[float] | np.ndarray,
     evidence_sentences: int = 2,
+    lexicon: Any = None,
 ) -> GroundingFeatures:
     """Lexical checks of ``claim`` against its most similar context sentences.
 
-    ``similarities[i]`` is ``cos(claim, context_sentences[i])``.
+    ``similarities[i]`` is ``cos(claim, context_sentences[i])``. With a ``lexicon`` (WordNet), a
+    claim word whose synonym is in the evidence counts as present, and a missing word that is
+    only a noun (a thing swapped in: "vinegar" for "water") weighs double in the coverage.
     """
     sims = np.asarray(similarities, dtype=np.float32)
     if len(context_sentences) == 0 or sims.size == 0:
@@ -320,7 +366,12 @@ def grounding_features(
     ]
     words = content_words(claim)
     missing_words = [w for w in words if not _word_in(w, ev_stems)]
-    coverage = 1.0 - len(missing_words) / len(words) if words else 1.0
+    if lexicon is not None:
+        missing_words = [w for w in missing_words if not _synonym_in(w, ev_stems, lexicon)]
+        penalty = sum(2 if _noun_only(w, lexicon) else 1 for w in missing_words)
+    else:
+        penalty = len(missing_words)
+    coverage = max(0.0, 1.0 - penalty / len(words)) if words else 1.0
     # polarity must agree with at least one evidence sentence ("not X" vs "X")
     claim_neg = negation_count(claim) > 0
     neg_mismatch = all((negation_count(context_sentences[i]) > 0) != claim_neg for i in order)
@@ -408,6 +459,7 @@ def calibrate(
     grounding_inputs: Sequence[tuple[str, Sequence[str], Sequence[float]]],
     grounding_gold: Sequence[bool],
     evidence_sentences: int = 2,
+    lexicon: Any = None,
 ) -> LocalThresholds:
     """Pick thresholds that maximize accuracy on labelled pairs (use the calibration half only).
 
@@ -422,13 +474,17 @@ def calibrate(
     ]
     t_rel = _middle_of_best(grid, accs)
 
-    feats = [grounding_features(c, ss, sims, evidence_sentences) for c, ss, sims in grounding_inputs]
+    feats = [
+        grounding_features(c, ss, sims, evidence_sentences, lexicon)
+        for c, ss, sims in grounding_inputs
+    ]
+    lex = "wordnet" if lexicon is not None else "none"
     best: tuple[float, float, float] | None = None
     results: dict[tuple[float, float], float] = {}
     cov_grid = _grid(0.30, 1.00, 0.05)
     for ts in _grid(0.30, 0.90, 0.01):
         for tc in cov_grid:
-            thr = LocalThresholds(t_rel, ts, tc, evidence_sentences)
+            thr = LocalThresholds(t_rel, ts, tc, evidence_sentences, lex)
             acc = binary_stats([decide_grounding(f, thr)[0] for f in feats], grounding_gold).accuracy
             results[(ts, tc)] = acc
             if best is None or acc > best[0] + 1e-12:
@@ -441,7 +497,7 @@ def calibrate(
         ts_ok = [ts for (ts, c), a in results.items() if c == tc and abs(a - top) < 1e-12]
         if ts_ok and len(ts_ok) > best_width:
             best_width, best_tc, best_ts = len(ts_ok), tc, ts_ok[len(ts_ok) // 2]
-    return LocalThresholds(t_rel, best_ts, best_tc, evidence_sentences)
+    return LocalThresholds(t_rel, best_ts, best_tc, evidence_sentences, lex)
 
 
 def _middle_of_best(grid: list[float], accs: list[float]) -> float:
@@ -464,6 +520,9 @@ def _middle_of_best(grid: list[float], accs: list[float]) -> float:
 # --------------------------------------------------------------------------------------------
 # The judge
 # --------------------------------------------------------------------------------------------
+_AUTO: Any = object()  # "use the installed lexicon if any"
+
+
 def _is_claim_unit(text: str) -> bool:
     t = text.strip()
     return bool(t) and not t.endswith(":") and not t.endswith("?")
@@ -484,12 +543,23 @@ class LocalJudge:
         runtime: Runtime | None = None,
         *,
         embedder: Any = None,
-        thresholds: LocalThresholds = CALIBRATED,
+        thresholds: LocalThresholds | None = None,
+        lexicon: Any = _AUTO,
     ) -> None:
         self.settings = settings
         self.runtime = runtime
         self._embedder = embedder
-        self.thresholds = thresholds
+        # The lexicon (WordNet) is loaded lazily, off the event loop, on the first grounding
+        # call; which one will be used is known now without loading it.
+        self._lexicon: Any = lexicon
+        if lexicon is _AUTO:
+            from nexagauge.text.wordnet import default_info
+
+            kind = "wordnet" if default_info().variant == "wordnet" else "none"
+        else:
+            kind = "wordnet" if lexicon is not None else "none"
+        self._explicit_thresholds = thresholds is not None
+        self.thresholds = thresholds or (CALIBRATED_WORDNET if kind == "wordnet" else CALIBRATED_PLAIN)
         model = settings.embeddings.model if settings is not None else "all-MiniLM-L6-v2"
         self.model = f"local:{model}"
 
@@ -518,7 +588,7 @@ class LocalJudge:
             "judge": "local",
             "model": self.model,
             "method": f"{LOCAL_JUDGE_VERSION}:{t.relevance_similarity}/"
-            f"{t.grounding_similarity}/{t.grounding_coverage}/{t.evidence_sentences}",
+            f"{t.grounding_similarity}/{t.grounding_coverage}/{t.evidence_sentences}/{t.lexicon}",
         }
         try:
             name = getattr(self.embedder, "name", None)
@@ -619,10 +689,15 @@ class LocalJudge:
             raise ValueError("context has no sentences")
         vecs = await self.embedder.embed([*ctx, *texts])
         sim = vecs[len(ctx):] @ vecs[: len(ctx)].T
+        if self._lexicon is _AUTO:
+            self._lexicon = await self._offload(default_lexicon)
+            if not self._explicit_thresholds:
+                self.thresholds = default_thresholds(self._lexicon)
+        lexicon = self._lexicon if self.thresholds.lexicon == "wordnet" else None
         thr = self.thresholds
         feats: list[GroundingFeatures] = await self._offload(
             lambda: [
-                grounding_features(t, ctx, sim[i], thr.evidence_sentences)
+                grounding_features(t, ctx, sim[i], thr.evidence_sentences, lexicon)
                 for i, t in enumerate(texts)
             ]
         )

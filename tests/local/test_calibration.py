@@ -7,6 +7,7 @@ shipped thresholds are exactly what calibration on the *calibration half* picks,
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from types import ModuleType
 import pytest
 
 from nexagauge.judge.embeddings import LocalEmbedder
-from nexagauge.judge.local import CALIBRATED
+from nexagauge.judge.local import CALIBRATED_PLAIN, CALIBRATED_WORDNET, default_lexicon
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,16 +54,30 @@ def test_committed_pair_files_match_the_builder() -> None:
     assert grd == bench.load_pairs("grounding")
 
 
+@pytest.fixture(scope="module")
+def prepared(embedder: LocalEmbedder) -> object:
+    """Similarities of every pair, computed once with the real model (its own event loop)."""
+    return asyncio.run(bench.prepare(embedder))
+
+
 @pytest.mark.integration
-async def test_calibration_reproduces_thresholds_and_meets_the_target(
-    embedder: LocalEmbedder,
+@pytest.mark.parametrize("lexicon_name", ["none", "wordnet"])
+def test_calibration_reproduces_thresholds_and_meets_the_target(
+    prepared: object, lexicon_name: str
 ) -> None:
-    prep = await bench.prepare(embedder)
-    assert bench.calibrate_on(prep, "calibration") == CALIBRATED
-    rows = {(r.task, r.subset): r.stats for r in bench.evaluate(prep, CALIBRATED, "heldout")}
+    if lexicon_name == "wordnet":
+        lexicon = default_lexicon()
+        if lexicon is None:
+            pytest.skip("no WordNet database installed (Debian wordnet-base)")
+        shipped = CALIBRATED_WORDNET
+    else:
+        lexicon, shipped = None, CALIBRATED_PLAIN
+    assert bench.calibrate_on(prepared, "calibration", lexicon) == shipped
+    rows = bench.evaluate(prepared, shipped, "heldout", lexicon)
+    stats = {(r.task, r.subset): r.stats for r in rows}
     for task in ("relevance", "grounding"):
-        clear = rows[(task, "clear")]
+        clear = stats[(task, "clear")]
         assert clear.n >= 100
         assert clear.accuracy >= bench.TARGET_ACCURACY, (task, clear)
         assert clear.kappa >= 0.6, (task, clear)
-    print("\n" + bench.table(bench.evaluate(prep, CALIBRATED, "heldout")))
+    print(f"\nlexicon={lexicon_name}\n" + bench.table(rows))
