@@ -19,12 +19,15 @@ It implements the task-level judge protocol of :mod:`nexagauge.judge.base`:
   4. the claim has the negation polarity (``not``/``never``/``no``/``n't``...) of at least one
      of its evidence sentences;
   5. at least ``grounding_coverage`` of the claim's content words occur in the evidence
-     (light stemming: ``rebasing`` = ``rebase``).
+     (light stemming: ``rebasing`` = ``rebase``). With an installed WordNet (the *lexicon*,
+     never downloaded) a WordNet synonym in the evidence counts as present and a missing
+     noun-only word ("vinegar" swapped in for "water") counts double.
 
   A claim that is similar enough but fails 2-4 is labelled ``contradicted``, otherwise
   ``not_supported``.
 
-The thresholds (:data:`CALIBRATED`) were picked by :func:`calibrate` on the *calibration half* of
+The thresholds (:data:`CALIBRATED_WORDNET` when WordNet is installed, else
+:data:`CALIBRATED_PLAIN`) were picked by :func:`calibrate` on the *calibration half* of
 the labelled sets in ``tests/data/`` (512 claim/question and 448 claim/context pairs); accuracy
 and Cohen's kappa on the held-out half are in ``docs/local-judge.md`` and recomputed by
 ``bench/local_judge_accuracy.py``. Every verdict is provenance-marked: ``judge.kind == "local"``,
