@@ -140,7 +140,10 @@ async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | Non
         settings.emit.metrics_host,
         svc.metrics_port,
     )
-    await svc.run_until(stop)
+    healthy = await svc.run_until(stop)
+    if not healthy:
+        log.error("nexagauge serve: a consumer loop failed; stopped")
+        return 1
     log.warning("nexagauge serve: stopped (offsets committed, left the group)")
     return 0
 

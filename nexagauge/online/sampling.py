@@ -108,6 +108,10 @@ class Sampler:
         return frozenset(k for r in self.settings.rules for k in (r.attribute or {}))
 
     @property
+    def has_always_rules(self) -> bool:
+        return bool(self._always)
+
+    @property
     def max_bound(self) -> int:
         """The highest rate bound of any rule: a key at or above it is never rate-sampled."""
         return self._max_bound

@@ -167,6 +167,8 @@ class EvaluatorStage:
                     )
                     src = (tp.topic, tp.partition, off)
                     for lg in batch.logs:
+                        if keep is not None and self._discard_log(lg.trace_id):
+                            continue
                         if buf.add_log(lg, src, now) == "new":
                             tracker.acquire(key, off)
                     self.stats.logs += len(batch.logs)
@@ -202,6 +204,18 @@ class EvaluatorStage:
             return True
         self._discard(trace_id)
         return False
+
+    def _discard_log(self, trace_id: bytes) -> bool:
+        """Whether a GenAI log record can be dropped at decode time. Log records carry no
+        conversation id, so with conversation sampling they are always kept (their trace's spans
+        decide); otherwise the trace-id test of the spans applies."""
+        sm = self.sampler
+        if self.buffer.has_trace(trace_id) or sm.settings.by_conversation or sm.has_always_rules:
+            return False
+        if sm.could_sample_span(trace_id, "", "", {}, False):
+            return False
+        self._discard(trace_id)
+        return True
 
     def _discard(self, trace_id: bytes) -> None:
         """Count a trace dropped at decode time once (bounded memory: the id set is reset when
@@ -580,6 +594,9 @@ class OnlineService:
             self.metrics = EvaluatorMetrics.from_settings(s.emit)
         if self.runtime is None:
             self.runtime = Runtime.create(s)
+        judge = self.runtime.judge
+        if judge is not None and hasattr(judge, "observer") and judge.observer is None:
+            judge.observer = self.metrics.judge_call  # judge calls, errors and latency
         if self.emitter is None:
             self.emitter = _default_emitter(s, self.metrics)
         if k.create_topics:
@@ -629,19 +646,25 @@ class OnlineService:
     def metrics_port(self) -> int | None:
         return getattr(self._http, "port", None)
 
-    async def run_until(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set (or a loop dies), then shut down gracefully."""
+    async def run_until(self, stop: asyncio.Event) -> bool:
+        """Run until ``stop`` is set (or a loop dies), then shut down gracefully.
+
+        Returns False when a consumer loop died (the process should exit non-zero)."""
         waiter = asyncio.ensure_future(stop.wait())
+        healthy = True
         try:
             done, _ = await asyncio.wait(
                 [waiter, *self._tasks], return_when=asyncio.FIRST_COMPLETED
             )
             for t in done:
-                if t is not waiter and t.exception() is not None:
-                    log.error("consumer loop died: %r", t.exception())
+                if t is not waiter:
+                    healthy = False
+                    exc = None if t.cancelled() else t.exception()
+                    log.error("consumer loop stopped unexpectedly: %r", exc)
         finally:
             waiter.cancel()
             await self.stop()
+        return healthy
 
     async def stop(self) -> None:
         """SIGTERM path: stop fetching, drain in flight, commit, leave the groups, flush."""
