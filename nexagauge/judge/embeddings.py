@@ -212,7 +212,11 @@ class LocalEmbedder(_BaseEmbedder):
         self.model_dir = _check_model_dir(
             Path(settings.model_path) if settings.model_path else packaged_model_dir()
         )
-        self.name = f"local:{settings.model}"
+        # a custom model directory is named by its path, so results never pass it off as the
+        # packaged model (the local judge's thresholds are calibrated for the packaged one)
+        self.name = f"local:{settings.model}" + (
+            f"@{self.model_dir}" if settings.model_path else ""
+        )
         self._model: Any = None
         self._load_lock = threading.Lock()
         self._queue: queue.Queue[tuple[list[str], concurrent.futures.Future[np.ndarray]] | None]
