@@ -134,6 +134,9 @@ class LLMJudge:
         self._clients: dict[tuple[str | None, str | None, float], openai.AsyncOpenAI] = {}
         self._no_schema: dict[str, bool] = {}
         self._no_logprobs: dict[str, bool] = {}
+        #: called after every HTTP attempt: ``observer(node, model, outcome, latency_s)`` with
+        #: outcome ``ok`` or ``error`` (the online evaluator points it at its Prometheus metrics)
+        self.observer: Callable[[str, str, str, float], None] | None = None
         self._sem: asyncio.Semaphore | None = None
         self._limiter = RateLimiter(settings.requests_per_minute, settings.tokens_per_minute)
         self._store: Any = None
@@ -388,7 +391,13 @@ class LLMJudge:
                     sent += 1
                     self.stats.requests += 1
                     self.stats.by_node[node] = self.stats.by_node.get(node, 0) + 1
-                    resp = await client.chat.completions.create(**kwargs)
+                    t0 = time.perf_counter()
+                    try:
+                        resp = await client.chat.completions.create(**kwargs)
+                    except Exception:
+                        self._observe(node, kwargs["model"], "error", time.perf_counter() - t0)
+                        raise
+                    self._observe(node, kwargs["model"], "ok", time.perf_counter() - t0)
             except openai.APIStatusError as e:
                 status = e.status_code
                 if (
@@ -434,6 +443,14 @@ class LLMJudge:
             self.stats.retries += 1
             log.info("judge %s: %s; retry %d in %.2fs", node, reason, attempt, delay)
             await self._sleep(delay)
+
+    def _observe(self, node: str, model: str, outcome: str, latency_s: float) -> None:
+        if self.observer is None:
+            return
+        try:
+            self.observer(node, model, outcome, latency_s)
+        except Exception:  # metrics must never fail a judge call
+            log.exception("judge call observer failed")
 
     def _request_kwargs(
         self,

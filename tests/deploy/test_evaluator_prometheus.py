@@ -55,15 +55,9 @@ EVENT_ONLY: dict[str, str] = {
     "panel 'Errors' target D": "no trace is evicted from the assembly buffer",
     "alert NexagaugeBudgetExhausted #4 part 1": "the budget is not exhausted: no budget skips",
 }
-#: queries without data because the evaluator does not (yet) record the series: judge calls with
-#: outcome ok/error and their latency are never passed to EvaluatorMetrics.judge_call (only the
-#: Emitter's cache hits are). The test fails once they appear, so this list gets emptied.
-KNOWN_GAPS: dict[str, str] = {
-    "panel 'Errors' target B": "judge errors not recorded",
-    "panel 'Judge calls by outcome' target A": "judge calls not recorded (cache off)",
-    "panel 'Judge latency' target": "judge latency not recorded",
-    "alert NexagaugeJudgeErrorRate": "judge calls not recorded",
-}
+#: queries without data because the evaluator does not record the series (empty: the judge client
+#: reports every call, error and latency through its observer; the test fails if one goes missing)
+KNOWN_GAPS: dict[str, str] = {}
 NO_DATA = {**EVENT_ONLY, **KNOWN_GAPS}
 
 
