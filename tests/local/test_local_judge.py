@@ -162,6 +162,7 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
                 "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, "
                 "France. It was completed in 1889 for the World's Fair."
             ),
+            "geval": {"metrics": [{"name": "clarity", "criteria": "Is the answer clear?"}]},
         }
     )
     res = await Executor(rt, plan("eval")).run_case(case)
@@ -181,8 +182,10 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
     assert grd.result[1]["label"] == "contradicted"
     assert rel.score == pytest.approx(1 / 3) and grd.score == pytest.approx(1 / 3)
     # nodes that need a real LLM are skipped, saying why
-    assert res.outcomes["redteam"].status == "skipped"
-    assert res.outcomes["redteam"].reason == NEEDS_LLM
+    for node in ("redteam", "geval_steps"):
+        assert res.outcomes[node].status == "skipped"
+        assert res.outcomes[node].reason == NEEDS_LLM
+    assert res.outcomes["geval"].status == "skipped"
 
 
 def test_meta_flags_an_uncalibrated_embedding_backend() -> None:
