@@ -522,3 +522,77 @@ async def test_turns_of_two_conversations_out_of_order_scored_incrementally(brok
             await producer.stop()
             await rt.aclose()
             spans.shutdown()
+
+
+class Captured:
+    """Emitter of the end-to-end test: keeps every emission (trace evaluations and turns)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, Any]] = []
+
+    async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> None:
+        self.items.append((target, case_result))
+
+    def conversation(self) -> dict[str, list[tuple[str, float]]]:
+        out: dict[str, list[tuple[str, float]]] = {}
+        for t, r in self.items:
+            if t.sampling_rule == "conversation":
+                m = r.outcomes["conversation_relevance"].output.metrics[0]
+                out.setdefault(t.conversation_id, []).append((t.trace_id, m.score))
+        return out
+
+
+@pytest.mark.integration
+async def test_online_service_spans_to_incremental_conversation_scores(broker: Any) -> None:
+    """OTLP spans of two conversations, unkeyed on random partitions, through re-key, the
+    evaluator (which publishes the turns) and the conversation stage of one OnlineService."""
+    from nexagauge.online.service import OnlineService
+
+    from .kafka_helpers import make_settings, produce, topics
+
+    names = topics("e2econv")
+    await broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1})
+    ws = WindowServer()
+    with ws.srv:
+        base = make_settings(
+            broker.bootstrap,
+            {**names, "turns_topic": names["traces_topic"] + "-turns"},
+            nodes=["conversation_relevance"],
+            conversation_reorder_s=1.0,
+        )
+        s = base.model_copy(update={"judge": Settings(**llm_settings(ws.srv)).judge})
+        em = Captured()
+        svc = OnlineService(
+            s, runtime=Runtime.create(s, use_cache=False), emitter=em, serve_http=False
+        )
+        await svc.start()
+        stop = asyncio.Event()
+        runner = asyncio.ensure_future(svc.run_until(stop))
+        try:
+            convs = {"red": 1, "blue": 2}  # index of the off-topic reply
+            tids: dict[str, list[str]] = {}
+            msgs = []
+            for c, bad in convs.items():
+                for i in range(3):
+                    t = rand_tid()
+                    tids.setdefault(c, []).append(t.hex())
+                    reply = "The capital of France is Paris." if i == bad else f"{c} answer {i}."
+                    spans = sdk_turn(
+                        t, f"{c} question {i}?", reply, conversation=c, end=10_000 * (i + 1)
+                    )
+                    msgs.append(traces_request(spans))
+            await produce(broker.bootstrap, names["traces_topic"], msgs[::-1], 3, seed=7)
+            assert await wait_for(lambda: sum(map(len, em.conversation().values())) == 6, 40), (
+                em.conversation(),
+                svc.conversation_stage and svc.conversation_stage.stats,
+            )
+            got = em.conversation()
+            # judged in turn order whatever the arrival order, one call per turn
+            assert [tid for tid, _ in got["red"]] == tids["red"]
+            assert [tid for tid, _ in got["blue"]] == tids["blue"]
+            assert [x for _, x in got["red"]] == pytest.approx([1.0, 0.5, 2 / 3])
+            assert [x for _, x in got["blue"]] == pytest.approx([1.0, 1.0, 2 / 3])
+            assert ws.srv.stats.chat_requests == 6
+        finally:
+            stop.set()
+            await runner

@@ -193,3 +193,45 @@ async def test_log_records_on_the_logs_topic_are_joined_through_rekey(broker: An
     finally:
         stop.set()
         await runner
+
+
+async def test_backpressure_pauses_partitions_but_stays_in_the_group(broker: Any) -> None:
+    """At max_in_flight every partition is paused while getmany keeps being called: with a poll
+    interval far shorter than the stall, the member is never kicked out (no revocation)."""
+    names = topics("bp")
+    await broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 1})
+    settings = make_settings(broker.bootstrap, names, rekey=False, max_in_flight=2)
+    settings.kafka.max_poll_interval_ms = 1500
+    gate = asyncio.Event()
+
+    class Gated(Recorder):
+        async def emit(
+            self, target: Any, case_result: Any, *, started_ns: int | None = None
+        ) -> None:
+            await gate.wait()
+            await super().emit(target, case_result)
+
+    rec = Gated()
+    svc = OnlineService(
+        settings, runtime=Runtime.create(settings, use_cache=False), emitter=rec, serve_http=False
+    )
+    await svc.start()
+    stop = asyncio.Event()
+    runner = asyncio.ensure_future(svc.run_until(stop))
+    try:
+        msgs, expected = build_traces(20)
+        await produce(broker.bootstrap, names["traces_topic"], msgs, 2)
+        loop = svc.loops[-1]
+        assert await wait_for(lambda: loop.paused > 0, 20)
+        assigned = set(loop.assignment)
+        await asyncio.sleep(3.0)  # twice the poll interval, stalled on the emitter
+        assert loop.paused == len(assigned) and set(loop.assignment) == assigned
+        assert svc.stage is not None and svc.stage.in_flight >= 2
+        gate.set()
+        assert await wait_for(lambda: set(rec.cases) >= set(expected), 30)
+        assert await wait_for(lambda: loop.paused == 0, 5)
+        assert len(rec.cases) == len(expected)  # no rebalance, so no re-delivery
+    finally:
+        gate.set()
+        stop.set()
+        await runner

@@ -112,6 +112,19 @@ def test_two_consumers_share_partitions_and_lose_nothing(broker: Any, tmp_path: 
     rec = tmp_path / "evals.jsonl"
     runners = [Runner(cfg, rec, tmp_path / f"r{i}.log") for i in range(2)]
     try:
+        # produce once both members own evaluator partitions (else one may finish alone)
+        def both_assigned() -> bool:
+            for r in runners:
+                lines = [
+                    ln
+                    for ln in r.log.read_text().splitlines()
+                    if "assigned [(" in ln and names["rekeyed_topic"] in ln
+                ]
+                if not lines:
+                    return False
+            return True
+
+        assert wait_until(both_assigned, 60, runners)
         msgs, expected = build_traces(120, seed=1)
         asyncio.run(produce(broker.bootstrap, names["traces_topic"], msgs, 4, delay_s=0.02))
         ok = wait_until(lambda: {r["case"] for r in recorded(rec)} >= set(expected), 60, runners)
