@@ -42,9 +42,23 @@ __version__ = SDK_VERSION
 # LAZY EVALUATOR EXPORTS (hook for the evaluator side; add entries here, never eager imports).
 # name -> "module:attribute"; resolved on first attribute access and cached in the module globals.
 _LAZY: dict[str, str] = {
+    # cases and results
     "EvalCase": "nexagauge.schema.case:EvalCase",
     "parse_record": "nexagauge.schema.case:parse_record",
+    "RecordError": "nexagauge.schema.case:RecordError",
+    "MetricResult": "nexagauge.schema.results:MetricResult",
+    "CostEstimate": "nexagauge.schema.results:CostEstimate",
+    # configuration
     "Settings": "nexagauge.settings:Settings",
+    "load_settings": "nexagauge.settings:load_settings",
+    # the metric graph (offline and online share it)
+    "evaluate": "nexagauge.graph.executor:evaluate",
+    "Executor": "nexagauge.graph.executor:Executor",
+    "plan": "nexagauge.graph.planner:plan",
+    "Runtime": "nexagauge.graph.runtime:Runtime",
+    # the online evaluator (`nexagauge serve`)
+    "serve": "nexagauge.cli.serve:serve",
+    "OnlineService": "nexagauge.online.service:OnlineService",
 }
 
 
@@ -63,24 +77,40 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static type checkers see the lazy names
-    from nexagauge.schema.case import EvalCase, parse_record
-    from nexagauge.settings import Settings
+    from nexagauge.cli.serve import serve
+    from nexagauge.graph.executor import Executor, evaluate
+    from nexagauge.graph.planner import plan
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.online.service import OnlineService
+    from nexagauge.schema.case import EvalCase, RecordError, parse_record
+    from nexagauge.schema.results import CostEstimate, MetricResult
+    from nexagauge.settings import Settings, load_settings
 # ------------------------------------------------------------------------------------------------
 
 __all__ = [
+    "CostEstimate",
     "EvalCase",
+    "Executor",
+    "MetricResult",
+    "OnlineService",
+    "RecordError",
+    "Runtime",
     "ScrubRule",
     "Settings",
     "__version__",
     "add_context",
     "configure",
     "current_session",
+    "evaluate",
     "force_flush",
+    "load_settings",
     "mark_turn_end",
     "normalize_documents",
     "parse_record",
+    "plan",
     "retrieval",
     "retriever",
+    "serve",
     "session",
     "set_eval_knobs",
     "shutdown",
