@@ -160,11 +160,11 @@ class EvaluatorStage:
             off = rec.offset
             tracker.begin(key, off)
             self.stats.messages += 1
+            # re-keyed messages are always protobuf (the re-key stage serializes them)
+            enc = "otlp_proto" if self.o.rekey else self.k.encoding
             try:
                 if self._signal_for(rec) == "logs":
-                    batch = decode_logs(
-                        rec.value, self.k.encoding, max_bytes=self.k.max_message_bytes
-                    )
+                    batch = decode_logs(rec.value, enc, max_bytes=self.k.max_message_bytes)
                     src = (tp.topic, tp.partition, off)
                     for lg in batch.logs:
                         if keep is not None and self._discard_log(lg.trace_id):
@@ -175,7 +175,7 @@ class EvaluatorStage:
                 else:
                     batch = decode_traces(
                         rec.value,
-                        self.k.encoding,
+                        enc,
                         wanted=self.wanted,
                         max_bytes=self.k.max_message_bytes,
                         keep=keep,

@@ -254,3 +254,21 @@ async def test_drain_deadline_cancels_and_keeps_offsets() -> None:
     await stage.tick()
     await stage.drain(0.2)
     assert stage.in_flight == 0 and pos(stage) is None  # re-delivered after restart
+
+
+async def test_json_source_topics_with_rekey_decode_rekeyed_protobuf() -> None:
+    """With ``encoding = otlp_json`` the collector's topics are JSON, but the re-keyed topic the
+    evaluator reads holds protobuf written by the re-key stage."""
+    clock, em = Clock(), Emitter()
+    s = Settings(
+        kafka={"traces_topic": TOPIC, "encoding": "otlp_json"},
+        online={"nodes": ["relevance"], "trace_grace_s": 0.0, "rekey": True},
+        sampling={"default_rate": 1.0},
+        judge={"mode": "none"},
+        cache={"enabled": False},
+    )
+    stage = EvaluatorStage(s, Runtime.create(s, use_cache=False), em, clock=clock)
+    t = rand_tid()
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(t, "q", "a")))])
+    await settle(stage, clock)
+    assert em.cases == [f"{t.hex()}:{sid(1).hex()}"] and stage.stats.poison == 0
