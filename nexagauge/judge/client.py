@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from nexagauge.judge.base import (
@@ -393,7 +394,12 @@ class LLMJudge:
                     self.stats.by_node[node] = self.stats.by_node.get(node, 0) + 1
                     t0 = time.perf_counter()
                     try:
-                        resp = await client.chat.completions.create(**kwargs)
+                        # ``post`` with a plain JSON body: the same request as
+                        # ``chat.completions.create`` without its recursive parameter transform
+                        # (~30% of the client's CPU per call; our body is already plain JSON)
+                        resp = await client.post(
+                            "/chat/completions", body=kwargs, cast_to=ChatCompletion
+                        )
                     except Exception:
                         self._observe(node, kwargs["model"], "error", time.perf_counter() - t0)
                         raise
