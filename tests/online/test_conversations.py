@@ -274,6 +274,36 @@ async def test_reorder_delay_judges_in_turn_time_order_and_releases_offsets() ->
     assert "turn 3 (window turns 2-3): ACCEPTED" in m.result[-1]["reasoning"]
 
 
+class FlakyJudge(FakeJudge):
+    """Fails the calls whose number is in ``fail`` (1-based)."""
+
+    def __init__(self, fail: set[int]) -> None:
+        super().__init__()
+        self.fail = fail
+
+    async def structured(
+        self, prompt: str, variables: Any, model: type[BaseModel], **kw: Any
+    ) -> Any:
+        if len(self.calls) + 1 in self.fail:
+            self.calls.append(dict(variables))
+            return SimpleNamespace(ok=False, value=None, cost=CostEstimate(), error="HTTP 500")
+        return await super().structured(prompt, variables, model, **kw)
+
+
+async def test_judge_failure_emits_a_failed_metric_and_keeps_the_running_score() -> None:
+    clock, em, judge = Clock(), Recorder(), FlakyJudge({2})
+    stage = stage_for(FakeRuntime(judge), em, clock, conversation_reorder_s=0)
+    recs = [rec(i, turn("a", i).to_bytes()) for i in range(3)]
+    await stage.handle(TopicPartition(TOPIC, 0), recs)
+    await settle(stage)
+    metrics = [r.outcomes["conversation_relevance"].output.metrics[0] for _, r in em.emitted]
+    assert [m.score for m in metrics] == [1.0, None, 1.0]
+    assert metrics[1].error == "HTTP 500" and metrics[2].meta["windows"] == 2
+    # the failed turn is still context of the next window
+    assert "turns 2-3" in judge.calls[2]["windows"]
+    assert stage.stats.failed == 1 and stage.tracker.committable((TOPIC, 0)) == 3
+
+
 async def test_local_judge_counts_needs_llm_and_emits_nothing() -> None:
     s = Settings(judge={"mode": "local"}, cache={"enabled": False})
     rt = Runtime.create(s, use_cache=False)
