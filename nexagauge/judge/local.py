@@ -526,9 +526,25 @@ def _middle_of_best(grid: list[float], accs: list[float]) -> float:
 _AUTO: Any = object()  # "use the installed lexicon if any"
 
 
+_FILLERS = frozenset(
+    [
+        *["hi", "hello", "hey", "sure", "thanks", "okay", "ok", "certainly", "absolutely"],
+        *("of course", "thank you", "happy to help", "glad to help", "great question"),
+        *("good question", "you're welcome", "no problem"),
+    ]
+)
+
+
 def _is_claim_unit(text: str) -> bool:
+    """Sentences that state something: not list headers, questions, or greetings/filler."""
     t = text.strip()
-    return bool(t) and not t.endswith(":") and not t.endswith("?")
+    if not t or t.endswith((":", "?")):
+        return False
+    bare = re.sub(r"[^\w\s']", "", t.lower().replace("\u2019", "'")).strip()
+    if bare in _FILLERS:
+        return False
+    # short exclamations ("Hi there!", "Great news!") carry no checkable content
+    return not (t.endswith("!") and len(bare.split()) <= 3)
 
 
 class LocalJudge:
@@ -622,7 +638,7 @@ class LocalJudge:
         out: list[ExtractedClaim] = []
         for ch in chunks:
             units = sentences(ch.item.text)
-            kept = [u for u in units if _is_claim_unit(u)] or units
+            kept = [u for u in units if _is_claim_unit(u)]  # a lone question is no claim
             out.extend(ExtractedClaim(text=u, source_chunk_index=ch.index, confidence=1.0) for u in kept)
         return ClaimExtraction(claims=out, cost=CostEstimate(), info=self._info())
 

@@ -140,6 +140,12 @@ async def test_local_claim_extraction_is_sentences() -> None:
         ("Paris is in France.", 3),
         ("It has 2.1 million people.", 3),
     ]
+    greeting = "Hi! How can I help you today?"
+    g = Chunk(item=Item(id="g", text=greeting, tokens=8.0), index=0, char_start=0, char_end=14)
+    assert (await judge.extract_claims([g])).claims == []
+    only_q = Chunk(item=Item(id="q", text="Anything else?", tokens=3.0), index=0, char_start=0,
+                   char_end=14)
+    assert (await judge.extract_claims([only_q])).claims == []
 
 
 # ------------------------------------------------------------------ through the graph
