@@ -150,5 +150,15 @@ async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | Non
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``nexagauge serve``; returns the exit status."""
+    from aiokafka.errors import KafkaConnectionError
+
+    from nexagauge.cli.main import CliError
+
     settings = settings_from_args(args)
-    return asyncio.run(serve(settings))
+    try:
+        return asyncio.run(serve(settings))
+    except KafkaConnectionError as e:
+        raise CliError(
+            f"cannot reach Kafka at {settings.kafka.bootstrap_servers!r} "
+            f"(kafka.bootstrap_servers / --bootstrap-servers): {e}"
+        ) from None

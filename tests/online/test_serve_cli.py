@@ -56,3 +56,13 @@ def test_main_reports_usage_error_with_exit_2(capsys: pytest.CaptureFixture[str]
 
     assert main(["serve", "--only", "bogus"]) == 2
     assert "unknown metric nodes" in capsys.readouterr().err
+
+
+def test_unreachable_broker_is_a_clear_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from support.broker import free_port
+
+    from nexagauge.cli.main import main
+
+    port = free_port()  # nothing listens there
+    assert main(["serve", "--bootstrap-servers", f"127.0.0.1:{port}", "--metrics-port", "0"]) == 2
+    assert "cannot reach Kafka" in capsys.readouterr().err
