@@ -4,7 +4,7 @@ Poison messages are forwarded byte for byte (same key and value) so they can be 
 replayed; the reason travels in headers:
 
 - ``nexagauge.dlq.reason``: a stable token (``undecodable``, ``too_large``, ``invalid_ids``,
-  ``not_otlp``, ``evaluation_failed``, ``emit_failed``),
+  ``not_otlp``, ``decode_error`` (a decoder bug), ``evaluation_failed``, ``emit_failed``),
 - ``nexagauge.dlq.detail``: a short explanation (secrets scrubbed, at most 500 characters),
 - ``nexagauge.dlq.source``: ``topic/partition/offset`` of the original message.
 

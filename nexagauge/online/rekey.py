@@ -99,6 +99,11 @@ def split_logs(req: Any) -> dict[bytes, bytes]:
     return {k: v.SerializeToString() for k, v in out.items()}
 
 
+def _unexpected(e: Exception) -> PoisonMessage:
+    log.exception("unexpected error decoding a message; dead-lettering it")
+    return PoisonMessage("decode_error", f"{type(e).__name__}: {e}")
+
+
 class RekeyStage:
     """The consumer-loop handler of the re-key stage (see module docstring)."""
 
@@ -137,7 +142,8 @@ class RekeyStage:
                 else:
                     req = _parse(rec.value, self.k.encoding, "traces", self.k.max_message_bytes)
                     parts = split_traces(req)
-            except PoisonMessage as p:
+            except Exception as e:  # one bad message never stops the stage
+                p = e if isinstance(e, PoisonMessage) else _unexpected(e)
                 self.poison += 1
                 self._track(key, rec.offset, self._dead_letter(rec, p))
                 self.tracker.release(key, rec.offset)

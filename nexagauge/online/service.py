@@ -187,6 +187,9 @@ class EvaluatorStage:
                     n_spans += len(batch.spans) + batch.skipped
             except PoisonMessage as p:
                 self._poison(rec, key, p)
+            except Exception as e:  # a decoder bug must not stop the consumer: dead-letter it
+                log.exception("unexpected error handling %s@%d", key, off)
+                self._poison(rec, key, PoisonMessage("decode_error", f"{type(e).__name__}: {e}"))
             tracker.release(key, off)
         self.stats.spans += n_spans
         if self.metrics is not None:

@@ -272,3 +272,18 @@ async def test_json_source_topics_with_rekey_decode_rekeyed_protobuf() -> None:
     await stage.handle(TP, [record(0, traces_request(sdk_turn(t, "q", "a")))])
     await settle(stage, clock)
     assert em.cases == [f"{t.hex()}:{sid(1).hex()}"] and stage.stats.poison == 0
+
+
+async def test_unexpected_decoder_error_dead_letters_instead_of_stopping(monkeypatch: Any) -> None:
+    import nexagauge.online.service as service
+
+    clock, prod = Clock(), Producer()
+    stage = make_stage(Emitter(), clock, prod)
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("decoder bug")
+
+    monkeypatch.setattr(service, "decode_traces", boom)
+    await stage.handle(TP, [record(0, b"anything")])
+    await settle(stage, clock)
+    assert prod.sent[0]["headers"][HEADER_REASON] == b"decode_error" and pos(stage) == 1
