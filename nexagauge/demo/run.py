@@ -19,6 +19,7 @@ With ``NEXAGAUGE_JUDGE_BASE_URL`` (or ``OPENAI_API_KEY``) set, the same demo use
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
@@ -44,7 +45,7 @@ class DemoOptions:
     drift_share: float = 0.6
     seed: int = 7
     metrics_port: int = 9464
-    drain_timeout_s: float = 30.0
+    drain_timeout_s: float = 90.0
     config: str | None = None
 
     @property
@@ -206,7 +207,7 @@ class Demo:
                     "--seed",
                     str(o.seed),
                 ],
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "100"},
@@ -216,7 +217,7 @@ class Demo:
                 f"{o.drift_share:.0%} of answers drift after {o.drift_at:.0f}s\n"
             )
             await self._progress(recorder, runner)
-            await self._drain(recorder)
+            await self._drain(recorder, self._produced())
             stop.set()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(runner, 30)
@@ -248,7 +249,7 @@ class Demo:
         err = self.app.stderr.read().decode(errors="replace") if self.app.stderr else ""
         return f"exit {self.app.returncode}: {err[-800:]}"
 
-    async def _progress(self, rec: Recorder, runner: asyncio.Task[None]) -> None:
+    async def _progress(self, rec: Recorder, runner: asyncio.Task[Any]) -> None:
         assert self.app is not None
         t0 = time.monotonic()
         while self.app.poll() is None:
@@ -266,16 +267,33 @@ class Demo:
                 f"relevance {_mean(rel)}  grounding {_mean(gro)}  ({len(recent)} traces)"
             )
 
-    async def _drain(self, rec: Recorder) -> None:
-        """Wait until the last traces are evaluated (no new results for a few seconds)."""
+    def _produced(self) -> int | None:
+        """How many traces the app produced (its last line: ``demo-app done: {counts}``)."""
+        if self.app is None or self.app.stdout is None:
+            return None
+        out = self.app.stdout.read().decode(errors="replace")
+        for line in reversed(out.splitlines()):
+            if line.startswith("demo-app done:"):
+                with contextlib.suppress(ValueError, SyntaxError):
+                    counts = ast.literal_eval(line.split(":", 1)[1].strip())
+                    return int(sum(counts.values()))
+        return None
+
+    async def _drain(self, rec: Recorder, produced: int | None) -> None:
+        """Wait until every produced trace is evaluated (or, if the count is unknown, until no
+        new result came for a while), bounded by ``drain_timeout_s``."""
         deadline = time.monotonic() + self.opts.drain_timeout_s
         last, quiet_since = len(rec.rows), time.monotonic()
         while time.monotonic() < deadline:
+            if produced is not None and len(rec.rows) >= produced:
+                return
             await asyncio.sleep(0.5)
             if len(rec.rows) != last:
                 last, quiet_since = len(rec.rows), time.monotonic()
-            elif time.monotonic() - quiet_since > 7.0:
+            elif produced is None and time.monotonic() - quiet_since > 7.0:
                 return
+        if produced is not None and len(rec.rows) < produced:
+            self.say(f"(drain timeout: {len(rec.rows)} of {produced} traces evaluated)")
 
     def _summary(self, rec: Recorder, svc: Any) -> None:
         o = self.opts
