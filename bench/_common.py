@@ -39,6 +39,16 @@ CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
 # --------------------------------------------------------------------------------------------
 # machine
 # --------------------------------------------------------------------------------------------
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so ``with`` blocks stop the broker and child processes."""
+    import signal
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -127,6 +137,8 @@ class BuiltTrace:
     n_spans: int
     answer_span_id: bytes
     case_id: str
+    #: end time (unix ns) of the root "answer" span, the span that gets evaluated
+    end_ns: int = 0
 
 
 class _Collect:
@@ -244,6 +256,7 @@ class RagApp:
             len(spans),
             root.context.span_id.to_bytes(8, "big"),
             case["case_id"],
+            int(root.end_time or 0),
         )
 
 

@@ -16,7 +16,8 @@ Variants (all with the same consumer settings as ``nexagauge.online.consumer.Con
 - ``pipeline``: the real ``OnlineService`` with ``rekey = false`` (evaluator reads the topic
   directly, as behind a collector that keys by trace id): ``ConsumerLoop`` -> ``EvaluatorStage``
   (lazy decode, ``TraceBuffer`` assembly, offset tracking and commits, ``Sampler`` at
-  ``default_rate = 0.01``; the ~1% sampled traces are extracted, run through the node graph
+  ``default_rate = 0.01``, with the decode-time discard of traces that can never be sampled
+  (``online.early_discard``, on by default) when the pipeline has it; the ~1% sampled traces are extracted, run through the node graph
   with ``judge.mode = none`` (relevance/grounding skip as "no judge": the judge is not what is
   measured) and emitted by the real ``Emitter`` (Prometheus metrics; evaluation-span exporter
   off)). Default grace and buffer settings (2 s, 10,000 traces).
@@ -45,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Broker, machine, machine_line, sdk_trace_requests, table, unique_messages
+from _common import Broker, exit_on_sigterm, machine, machine_line, sdk_trace_requests, table, unique_messages
 
 TRACES_PER_MESSAGE = 2
 PARTITIONS = 4
@@ -176,7 +177,8 @@ async def run_pipeline(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             st = stage.stats
-            if st.traces_done >= n_traces and stage.in_flight == 0:
+            gone = st.traces_done + getattr(st, "discarded_traces", 0)
+            if gone >= n_traces and stage.in_flight == 0:
                 break
             await asyncio.sleep(0.1)
         st = stage.stats
@@ -187,6 +189,7 @@ async def run_pipeline(
             "messages": st.messages,
             "spans": st.spans,
             "traces_done": st.traces_done,
+            "discarded": getattr(st, "discarded_traces", 0),
             "sampled": st.sampled,
             "evaluated": st.evaluated,
             "failed": st.failed,
@@ -250,7 +253,7 @@ def summarize(rep: dict[str, Any]) -> dict[str, dict[str, float]]:
             "max": max(rate),
         }
         last = rs[-1]
-        for k in ("sampled", "evaluated", "failed", "evicted", "late", "traces_done"):
+        for k in ("sampled", "evaluated", "failed", "evicted", "late", "traces_done", "discarded"):
             if k in last:
                 out[v][k] = last[k]
     return out
@@ -279,7 +282,8 @@ def report(rep: dict[str, Any]) -> str:
     ]
     p = s["pipeline"]
     lines.append(
-        f"pipeline: {p.get('traces_done', 0):,.0f} traces done, {p.get('sampled', 0):,.0f} sampled "
+        f"pipeline: {p.get('discarded', 0):,.0f} traces dropped at decode time (cannot be sampled), "
+        f"{p.get('traces_done', 0):,.0f} assembled, {p.get('sampled', 0):,.0f} sampled "
         f"and evaluated ({p.get('evaluated', 0):,.0f} ok, {p.get('failed', 0):,.0f} failed), "
         f"{p.get('evicted', 0):,.0f} evicted early, {p.get('late', 0):,.0f} late spans"
     )
@@ -301,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rekey", action="store_true", help="also one round with rekey = true")
     ap.add_argument("--json", help="write raw figures here")
     a = ap.parse_args(argv)
+    exit_on_sigterm()
     a.messages = a.messages or (300 if a.quick else 10_000)
     a.rounds = a.rounds or (1 if a.quick else 3)
     rep = asyncio.run(amain(a))
