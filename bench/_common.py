@@ -347,7 +347,12 @@ class Broker:
             await admin.close()
 
     async def produce(
-        self, topic: str, values: Sequence[bytes], partitions: int, *, keys: Sequence[bytes] | None = None
+        self,
+        topic: str,
+        values: Sequence[bytes],
+        partitions: int,
+        *,
+        keys: Sequence[bytes] | None = None,
     ) -> float:
         """Produce ``values`` (round-robin over partitions unless keyed); returns seconds taken."""
         from aiokafka import AIOKafkaProducer
@@ -509,18 +514,22 @@ def percentile(xs: Sequence[float], q: float) -> float:
     if not xs:
         return float("nan")
     s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    k = max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))
     return s[k]
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A plain-text table (right-aligned numbers), also valid Markdown."""
     cells = [[_fmt(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     body = [
-        "| " + " | ".join(c.rjust(w) if _num(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"
+        "| "
+        + " | ".join(c.rjust(w) if _num(c) else c.ljust(w) for c, w in zip(r, widths, strict=True))
+        + " |"
         for r in cells
     ]
     return "\n".join([line, sep, *body])

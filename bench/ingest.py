@@ -46,7 +46,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Broker, exit_on_sigterm, machine, machine_line, sdk_trace_requests, table, unique_messages
+from _common import (
+    Broker,
+    exit_on_sigterm,
+    machine,
+    machine_line,
+    sdk_trace_requests,
+    table,
+    unique_messages,
+)
 
 TRACES_PER_MESSAGE = 2
 PARTITIONS = 4
@@ -76,7 +84,9 @@ async def run_raw(bootstrap: str, topic: str, n_msgs: int, level: str) -> dict[s
 
     parse = ExportTraceServiceRequest.FromString
     c = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:8]}",
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"raw-{uuid.uuid4().hex[:8]}",
         **consumer_kwargs(),
     )
     await c.start()
@@ -100,9 +110,13 @@ async def run_raw(bootstrap: str, topic: str, n_msgs: int, level: str) -> dict[s
                         for ss in rs.scope_spans:
                             for s in ss.spans:
                                 spans += 1
-                                row = (
-                                    s.trace_id, s.span_id, s.parent_span_id, s.name,
-                                    s.start_time_unix_nano, s.end_time_unix_nano,
+                                row: tuple[Any, ...] = (
+                                    s.trace_id,
+                                    s.span_id,
+                                    s.parent_span_id,
+                                    s.name,
+                                    s.start_time_unix_nano,
+                                    s.end_time_unix_nano,
                                 )
                                 if level == "decode+attrs":
                                     a = {kv.key: any_value(kv.value) for kv in s.attributes}
@@ -113,8 +127,14 @@ async def run_raw(bootstrap: str, topic: str, n_msgs: int, level: str) -> dict[s
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         await c.stop()
-    return {"wall_s": wall, "cpu_s": cpu, "messages": msgs, "spans": spans, "bytes": nbytes,
-            "attrs": attrs}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "messages": msgs,
+        "spans": spans,
+        "bytes": nbytes,
+        "attrs": attrs,
+    }
 
 
 def pipeline_settings(bootstrap: str, topic: str, *, rekey: bool, tag: str) -> Any:
@@ -161,7 +181,7 @@ async def run_pipeline(
             marks["t1"], marks["cpu1"] = time.perf_counter(), time.process_time()
             done.set()
 
-    stage.handle = timed  # type: ignore[method-assign]
+    stage.handle = timed
     if rekey and svc.rekey_stage is not None:
         r_inner = svc.rekey_stage.handle
 
@@ -208,8 +228,12 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     msgs, n_spans, n_traces = unique_messages(templates, a.messages, TRACES_PER_MESSAGE)
     avg = statistics.mean(len(m) for m in msgs)
     info: dict[str, Any] = {
-        "messages": len(msgs), "spans": n_spans, "traces": n_traces, "avg_message_bytes": avg,
-        "spans_per_message": n_spans / len(msgs), "machine_before": machine(),
+        "messages": len(msgs),
+        "spans": n_spans,
+        "traces": n_traces,
+        "avg_message_bytes": avg,
+        "spans_per_message": n_spans / len(msgs),
+        "machine_before": machine(),
     }
     with Broker() as b:
         topic = f"ingest-{uuid.uuid4().hex[:6]}"
@@ -219,7 +243,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
         variants = ["fetch", "decode", "decode+attrs", "pipeline"]
         runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
         for r in range(a.rounds):
-            order = variants[r % len(variants):] + variants[: r % len(variants)]
+            order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for v in order:
                 bcpu = b.cpu_s()
                 if v == "pipeline":
@@ -228,8 +252,12 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                     res = await run_raw(b.bootstrap, topic, info["messages"], v)
                 res["broker_cpu_s"] = b.cpu_s() - bcpu
                 runs[v].append(res)
-                print(f"  round {r + 1} {v:13} {res['messages'] * 10 / res['wall_s']:>9,.0f} spans/s"
-                      f" (cpu {res['cpu_s']:.2f}s)", file=sys.stderr, flush=True)
+                print(
+                    f"  round {r + 1} {v:13} {res['messages'] * 10 / res['wall_s']:>9,.0f} spans/s"
+                    f" (cpu {res['cpu_s']:.2f}s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if a.rekey:
             res = await run_pipeline(b.bootstrap, topic, n_spans, n_traces, rekey=True)
             runs["pipeline+rekey"] = [res]
@@ -266,10 +294,17 @@ def report(rep: dict[str, Any]) -> str:
     ceil_cpu = s["decode+attrs"]["spans_cpu_s"]
     rows = []
     for v, r in s.items():
-        rows.append([
-            v, r["spans_s"], f"{r['min']:,.0f}-{r['max']:,.0f}", r["mb_s"], r["spans_cpu_s"],
-            f"{r['spans_s'] / ceil:.0%}", f"{r['spans_cpu_s'] / ceil_cpu:.0%}",
-        ])
+        rows.append(
+            [
+                v,
+                r["spans_s"],
+                f"{r['min']:,.0f}-{r['max']:,.0f}",
+                r["mb_s"],
+                r["spans_cpu_s"],
+                f"{r['spans_s'] / ceil:.0%}",
+                f"{r['spans_cpu_s'] / ceil_cpu:.0%}",
+            ]
+        )
     lines = [
         f"Ingest ({info['messages']:,} messages x {info['spans_per_message']:.0f} spans, "
         f"{info['avg_message_bytes'] / 1000:.1f} KB each, {info['traces']:,} traces, "
@@ -293,7 +328,9 @@ def report(rep: dict[str, Any]) -> str:
         f"ceiling {ceil:,.0f} spans/s (target >= 70%: {'met' if ratio >= 0.7 else 'NOT met'})"
     )
     mb, ma = info["machine_before"], info["machine_after"]
-    lines.append(f"load avg before {mb['load'][0]:.2f}, after {ma['load'][0]:.2f}; {machine_line()}")
+    lines.append(
+        f"load avg before {mb['load'][0]:.2f}, after {ma['load'][0]:.2f}; {machine_line()}"
+    )
     return "\n".join(lines)
 
 

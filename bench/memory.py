@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     Broker,
-    exit_on_sigterm,
     BuiltTrace,
+    exit_on_sigterm,
     machine,
     machine_line,
     peak_rss_kib,
@@ -110,7 +110,7 @@ async def child(a: argparse.Namespace) -> None:
     line = await asyncio.to_thread(sys.stdin.readline)  # "WARM <n_traces>"
     warm = int(line.split()[1])
     t0 = time.monotonic()
-    while stage.stats.traces_done < warm or len(stage.buffer) or stage.in_flight:  # noqa: ASYNC110
+    while stage.stats.traces_done < warm or len(stage.buffer) or stage.in_flight:
         if time.monotonic() - t0 > 120:
             raise SystemExit(f"warm-up stuck: {stage.stats} buffer={len(stage.buffer)}")
         await asyncio.sleep(0.05)
@@ -120,15 +120,19 @@ async def child(a: argparse.Namespace) -> None:
     spans_before = stage.stats.spans  # nothing else is produced before BASELINE is read
     say("BASELINE", baseline, peak_rss_kib())
     line = await asyncio.to_thread(sys.stdin.readline)  # "PENDING <n_traces> <n_spans>"
-    _, n, n_spans = line.split()
+    n_spans = line.split()[2]
     target_spans = spans_before + int(n_spans)
     t0 = last = time.monotonic()
     while stage.stats.spans < target_spans and time.monotonic() - t0 < 600:
         await asyncio.sleep(0.05)
         if time.monotonic() - last > 5:
             last = time.monotonic()
-            print(f"waiting: {stage.stats} buffer={len(stage.buffer)}/{stage.buffer.n_spans} "
-                  f"target spans {target_spans}", file=sys.stderr, flush=True)
+            print(
+                f"waiting: {stage.stats} buffer={len(stage.buffer)}/{stage.buffer.n_spans} "
+                f"target spans {target_spans}",
+                file=sys.stderr,
+                flush=True,
+            )
     await asyncio.sleep(0.5)
     gc.collect()
     say(
@@ -151,12 +155,16 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     warm_msgs, _, warm_traces = unique_messages(templates, WARMUP_TRACES // 2, 2, seed=1)
     msgs, n_spans, n_traces = unique_messages(pending, a.traces // 2, 2, seed=2)
     wire = sum(len(m) for m in msgs)
-    out: dict[str, Any] = {"machine_before": machine(), "traces": n_traces, "spans": n_spans,
-                           "otlp_bytes_per_trace": wire / n_traces}
+    out: dict[str, Any] = {
+        "machine_before": machine(),
+        "traces": n_traces,
+        "spans": n_spans,
+        "otlp_bytes_per_trace": wire / n_traces,
+    }
     with Broker() as b:
         topic = f"mem-{uuid.uuid4().hex[:6]}"
         await b.create_topics({topic: PARTITIONS})
-        p = subprocess.Popen(
+        p = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, pipes read in a thread
             [sys.executable, __file__, "--child", "--bootstrap", b.bootstrap, "--topic", topic],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -187,8 +195,12 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                 p.kill()
                 p.wait()
     out.update(
-        baseline_kib=base, buffered_kib=rss, peak_kib=peak, buffered_traces=buffered,
-        buffered_spans=bspans, evicted=evicted,
+        baseline_kib=base,
+        buffered_kib=rss,
+        peak_kib=peak,
+        buffered_traces=buffered,
+        buffered_spans=bspans,
+        evicted=evicted,
         per_trace_kib=(rss - base) / max(1, buffered),
         machine_after=machine(),
     )
@@ -199,24 +211,32 @@ def report(r: dict[str, Any]) -> str:
     mib = 1 / 1024
     rows = [
         ["process after imports, before the service starts", r["rss_at_start_kib"] * mib, ""],
-        [f"baseline (after {WARMUP_TRACES:,} complete traces went through)",
-         r["baseline_kib"] * mib, ""],
-        [f"buffered: {r['buffered_traces']:,} traces ({r['buffered_spans']:,} spans)",
-         r["buffered_kib"] * mib, f"+{(r['buffered_kib'] - r['baseline_kib']) * mib:.1f}"],
+        [
+            f"baseline (after {WARMUP_TRACES:,} complete traces went through)",
+            r["baseline_kib"] * mib,
+            "",
+        ],
+        [
+            f"buffered: {r['buffered_traces']:,} traces ({r['buffered_spans']:,} spans)",
+            r["buffered_kib"] * mib,
+            f"+{(r['buffered_kib'] - r['baseline_kib']) * mib:.1f}",
+        ],
         ["peak (VmHWM)", r["peak_kib"] * mib, f"+{(r['peak_kib'] - r['baseline_kib']) * mib:.1f}"],
     ]
     per = r["per_trace_kib"]
-    return "\n".join([
-        f"Memory (RSS of the evaluator process; traces of {r['spans'] // max(1, r['traces'])} "
-        f"spans, root not ended, {r['otlp_bytes_per_trace'] / 1024:.1f} KiB of OTLP each)",
-        table(["state", "RSS MiB", "vs baseline MiB"], rows),
-        f"RESULT memory {r['buffered_traces']:,} buffered traces: peak RSS "
-        f"{r['peak_kib'] * mib:.0f} MiB, {per:.1f} KiB per buffered trace "
-        f"({per * 1024 / r['otlp_bytes_per_trace']:.1f}x its OTLP bytes), "
-        f"{r['evicted']} evicted",
-        f"load avg before {r['machine_before']['load'][0]:.2f}, after "
-        f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
-    ])
+    return "\n".join(
+        [
+            f"Memory (RSS of the evaluator process; traces of {r['spans'] // max(1, r['traces'])} "
+            f"spans, root not ended, {r['otlp_bytes_per_trace'] / 1024:.1f} KiB of OTLP each)",
+            table(["state", "RSS MiB", "vs baseline MiB"], rows),
+            f"RESULT memory {r['buffered_traces']:,} buffered traces: peak RSS "
+            f"{r['peak_kib'] * mib:.0f} MiB, {per:.1f} KiB per buffered trace "
+            f"({per * 1024 / r['otlp_bytes_per_trace']:.1f}x its OTLP bytes), "
+            f"{r['evicted']} evicted",
+            f"load avg before {r['machine_before']['load'][0]:.2f}, after "
+            f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

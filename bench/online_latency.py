@@ -153,10 +153,10 @@ async def produce_at_rate(
 
 
 async def wait_evals(
-    sink: OtlpHttpSink, want: dict[tuple[bytes, bytes], int], timeout: float
+    sink: OtlpHttpSink, want: dict[tuple[bytes, bytes], int], within_s: float
 ) -> dict[tuple[bytes, bytes], tuple[int, int]]:
     """Wait until every wanted span has an evaluation span; returns key -> (start ns, end ns)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within_s
     got: dict[tuple[bytes, bytes], tuple[int, int]] = {}
     while time.monotonic() < deadline:
         for s in sink.snapshot():
@@ -187,7 +187,9 @@ def latencies(
         "wait_p50_s": percentile(wait, 50),
         "eval_p50_s": percentile(ev, 50),
         "eval_p95_s": percentile(ev, 95),
-        "evals_per_s": (len(ends) - 1) / span if span and span == span and span > 0 else float("nan"),
+        "evals_per_s": (len(ends) - 1) / span
+        if span and span == span and span > 0
+        else float("nan"),
     }
 
 
@@ -228,26 +230,31 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
             if a.judge_concurrency:
                 judge_cfg["max_concurrency"] = a.judge_concurrency
             cfg = tmp / "nexagauge.toml"
-            cfg.write_text(toml({
-                "kafka": {
-                    "bootstrap_servers": b.bootstrap,
-                    "traces_topic": topic,
-                    "logs_topic": f"logs-{tag}",
-                    "rekeyed_topic": f"bytrace-{tag}",
-                    "dlq_topic": f"dlq-{tag}",
-                    "group_id": f"evaluator-{tag}",
-                    "topic_partitions": PARTITIONS,
-                },
-                "online": online,
-                "sampling": {"default_rate": 1.0},
-                "judge": judge_cfg,
-                "cache": {"dir": str(tmp / "cache")},
-                "emit": {
-                    "otlp_endpoint": sink.endpoint,
-                    "otlp_protocol": "http/protobuf",
-                    "metrics_port": mport,
-                },
-            }) + "\n")
+            cfg.write_text(
+                toml(
+                    {
+                        "kafka": {
+                            "bootstrap_servers": b.bootstrap,
+                            "traces_topic": topic,
+                            "logs_topic": f"logs-{tag}",
+                            "rekeyed_topic": f"bytrace-{tag}",
+                            "dlq_topic": f"dlq-{tag}",
+                            "group_id": f"evaluator-{tag}",
+                            "topic_partitions": PARTITIONS,
+                        },
+                        "online": online,
+                        "sampling": {"default_rate": 1.0},
+                        "judge": judge_cfg,
+                        "cache": {"dir": str(tmp / "cache")},
+                        "emit": {
+                            "otlp_endpoint": sink.endpoint,
+                            "otlp_protocol": "http/protobuf",
+                            "metrics_port": mport,
+                        },
+                    }
+                )
+                + "\n"
+            )
             from nexagauge.settings import load_settings
 
             eff = load_settings(cfg)
@@ -270,7 +277,9 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                 i += len(warm)
                 got = await wait_evals(sink, warm, 90)
                 if len(got) < len(warm):
-                    raise RuntimeError(f"warm-up: {len(got)}/{len(warm)} evaluated; " + serve.tail())
+                    raise RuntimeError(
+                        f"warm-up: {len(got)}/{len(warm)} evaluated; " + serve.tail()
+                    )
                 calls0 = judge.stats()
                 steady = await produce_at_rate(app, producer, topic, a.rate, a.duration, i, tag)
                 i += len(steady)
@@ -320,31 +329,51 @@ def report(r: dict[str, Any]) -> str:
     rows = []
     for ph in ("steady", "saturation"):
         x = r[ph]
-        rows.append([
-            ph, x["rate"], f"{x['evaluated']}/{x['n']}", x["evals_per_s"], x["p50_s"], x["p95_s"],
-            x["max_s"], x["wait_p50_s"], x["eval_p50_s"],
-        ])
+        rows.append(
+            [
+                ph,
+                x["rate"],
+                f"{x['evaluated']}/{x['n']}",
+                x["evals_per_s"],
+                x["p50_s"],
+                x["p95_s"],
+                x["max_s"],
+                x["wait_p50_s"],
+                x["eval_p50_s"],
+            ]
+        )
     p = r["prom"]
     mean = p["latency_sum"] / p["latency_count"] if p["latency_count"] else float("nan")
     s, t = r["steady"], r["saturation"]
-    return "\n".join([
-        f"Online (nexagauge serve, relevance + grounding, judge {r['args']['judge_ms']:.0f} ms/call; "
-        f"max_in_flight {c['max_in_flight']}, judge.max_concurrency "
-        f"{c['judge_max_concurrency']}, grace {c['trace_grace_s']} s, rekey {c['rekey']})",
-        table(
-            ["phase", "offered/s", "evaluated", "evals/s", "p50 s", "p95 s", "max s",
-             "wait p50 s", "evaluate p50 s"],
-            rows,
-        ),
-        f"judge calls per evaluation: {r['judge_calls']['steady_per_eval']:.2f} (steady), "
-        f"{r['judge_calls']['saturation_per_eval']:.2f} (saturation); /metrics: "
-        f"{p['evaluations_total']:.0f} evaluations, mean nexagauge_evaluation_latency_seconds "
-        f"{mean:.2f} s; serve exit {r['serve_exit']}",
-        f"RESULT online {t['evals_per_s']:.1f} evaluations/s at saturation; p50 "
-        f"{s['p50_s']:.2f} s, p95 {s['p95_s']:.2f} s span end -> score at {s['rate']:g} traces/s",
-        f"load avg before {r['machine_before']['load'][0]:.2f}, after "
-        f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
-    ])
+    return "\n".join(
+        [
+            f"Online (nexagauge serve, relevance + grounding, judge {r['args']['judge_ms']:.0f} ms/call; "
+            f"max_in_flight {c['max_in_flight']}, judge.max_concurrency "
+            f"{c['judge_max_concurrency']}, grace {c['trace_grace_s']} s, rekey {c['rekey']})",
+            table(
+                [
+                    "phase",
+                    "offered/s",
+                    "evaluated",
+                    "evals/s",
+                    "p50 s",
+                    "p95 s",
+                    "max s",
+                    "wait p50 s",
+                    "evaluate p50 s",
+                ],
+                rows,
+            ),
+            f"judge calls per evaluation: {r['judge_calls']['steady_per_eval']:.2f} (steady), "
+            f"{r['judge_calls']['saturation_per_eval']:.2f} (saturation); /metrics: "
+            f"{p['evaluations_total']:.0f} evaluations, mean nexagauge_evaluation_latency_seconds "
+            f"{mean:.2f} s; serve exit {r['serve_exit']}",
+            f"RESULT online {t['evals_per_s']:.1f} evaluations/s at saturation; p50 "
+            f"{s['p50_s']:.2f} s, p95 {s['p95_s']:.2f} s span end -> score at {s['rate']:g} traces/s",
+            f"load avg before {r['machine_before']['load'][0]:.2f}, after "
+            f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst-duration", type=float, help="saturation seconds (default 10)")
     ap.add_argument("--judge-ms", type=float, default=300.0)
     ap.add_argument("--max-in-flight", type=int, help="online.max_in_flight (default: settings)")
-    ap.add_argument("--judge-concurrency", type=int, help="judge.max_concurrency (default: settings)")
+    ap.add_argument(
+        "--judge-concurrency", type=int, help="judge.max_concurrency (default: settings)"
+    )
     ap.add_argument("--json", help="write raw figures here")
     a = ap.parse_args(argv)
     exit_on_sigterm()

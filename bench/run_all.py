@@ -54,21 +54,33 @@ def rows_judge_cost(js: dict[str, Any], out: str) -> list[Row]:
     cheapest = js.get("cheapest_peer")
     for tool, x in r.items():
         lat = next((v for k, v in x.items() if k.startswith("wall_ms@")), float("nan"))
-        rows.append([
-            "judge_cost", f"{tool}: calls / tokens / round trips / CPU ms / wall ms@300 per case",
-            f"{x['calls']:.1f} / {x['tokens']:,.0f} / {x.get('round_trips', float('nan')):.0f} / "
-            f"{x['cpu_ms']:.1f} / {lat:,.0f}",
-            "", "",
-        ])
+        rows.append(
+            [
+                "judge_cost",
+                f"{tool}: calls / tokens / round trips / CPU ms / wall ms@300 per case",
+                f"{x['calls']:.1f} / {x['tokens']:,.0f} / {x.get('round_trips', float('nan')):.0f} / "
+                f"{x['cpu_ms']:.1f} / {lat:,.0f}",
+                "",
+                "",
+            ]
+        )
     ng = r.get("nexagauge")
     if ng and cheapest:
         ratio = ng["tokens"] / r[cheapest]["tokens"]
-        rows.append([
-            "judge_cost", f"nexagauge tokens vs cheapest peer ({cheapest})", f"{ratio:.2f}x",
-            "<= 0.5x, <= 3 calls, <= 2 round trips, < 5 ms CPU",
-            "met" if ratio <= 0.5 and ng["calls"] <= 3 and ng["cpu_ms"] < 5
-            and ng.get("round_trips", 2) <= 2 else "NOT met",
-        ])
+        rows.append(
+            [
+                "judge_cost",
+                f"nexagauge tokens vs cheapest peer ({cheapest})",
+                f"{ratio:.2f}x",
+                "<= 0.5x, <= 3 calls, <= 2 round trips, < 5 ms CPU",
+                "met"
+                if ratio <= 0.5
+                and ng["calls"] <= 3
+                and ng["cpu_ms"] < 5
+                and ng.get("round_trips", 2) <= 2
+                else "NOT met",
+            ]
+        )
     for tool, why in js.get("skipped", {}).items():
         rows.append(["judge_cost", f"{tool}", f"skipped: {why}", "", ""])
     return rows
@@ -77,18 +89,31 @@ def rows_judge_cost(js: dict[str, Any], out: str) -> list[Row]:
 def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
     rows: list[Row] = []
     for line in out.splitlines():
-        m = re.match(r"(@nexagauge\.trace[^0-9]*?|hand-written span, \w+)\s{2,}(\d+)\s+(\d+)$", line)
+        m = re.match(
+            r"(@nexagauge\.trace[^0-9]*?|hand-written span, \w+)\s{2,}(\d+)\s+(\d+)$", line
+        )
         if m:
-            rows.append(["sdk_overhead", f"{m.group(1).strip()}: wall / CPU ns per call",
-                         f"{int(m.group(2)):,} / {int(m.group(3)):,}", "", ""])
+            rows.append(
+                [
+                    "sdk_overhead",
+                    f"{m.group(1).strip()}: wall / CPU ns per call",
+                    f"{int(m.group(2)):,} / {int(m.group(3)):,}",
+                    "",
+                    "",
+                ]
+            )
         m = re.match(r"ratio (.+?)\s*/\s*(\w+)\s*: CPU ([0-9.]+).*wall ([0-9.]+)", line)
         if m:
             cpu = float(m.group(3))
-            rows.append([
-                "sdk_overhead", f"ratio {m.group(1).strip()} / {m.group(2)} span (CPU, wall)",
-                f"{cpu:.2f}, {float(m.group(4)):.2f}", "<= 1.2",
-                "met" if cpu <= 1.2 else "NOT met",
-            ])
+            rows.append(
+                [
+                    "sdk_overhead",
+                    f"ratio {m.group(1).strip()} / {m.group(2)} span (CPU, wall)",
+                    f"{cpu:.2f}, {float(m.group(4)):.2f}",
+                    "<= 1.2",
+                    "met" if cpu <= 1.2 else "NOT met",
+                ]
+            )
     return rows
 
 
@@ -97,40 +122,93 @@ def rows_ingest(js: dict[str, Any], out: str) -> list[Row]:
     ceil = s["decode+attrs"]["spans_s"]
     rows: list[Row] = []
     for v, x in s.items():
-        rows.append(["ingest", f"{v}: spans/s (spans per CPU-s)",
-                     f"{x['spans_s']:,.0f} ({x['spans_cpu_s']:,.0f})", "", ""])
+        rows.append(
+            [
+                "ingest",
+                f"{v}: spans/s (spans per CPU-s)",
+                f"{x['spans_s']:,.0f} ({x['spans_cpu_s']:,.0f})",
+                "",
+                "",
+            ]
+        )
     ratio = s["pipeline"]["spans_s"] / ceil
-    rows.append(["ingest", "pipeline / decode+attrs ceiling (wall)", f"{ratio:.0%}", ">= 70%",
-                 "met" if ratio >= 0.7 else "NOT met"])
+    rows.append(
+        [
+            "ingest",
+            "pipeline / decode+attrs ceiling (wall)",
+            f"{ratio:.0%}",
+            ">= 70%",
+            "met" if ratio >= 0.7 else "NOT met",
+        ]
+    )
     return rows
 
 
 def rows_online(js: dict[str, Any], out: str) -> list[Row]:
     s, t, c = js["steady"], js["saturation"], js["config"]
     return [
-        ["online_latency", f"evaluations/s at saturation (max_in_flight {c['max_in_flight']}, "
-         f"judge concurrency {c['judge_max_concurrency']})", f"{t['evals_per_s']:.1f}", "", ""],
-        ["online_latency", f"span end -> score p50 / p95 at {s['rate']:g} traces/s (grace "
-         f"{c['trace_grace_s']} s)", f"{s['p50_s']:.2f} s / {s['p95_s']:.2f} s", "", ""],
-        ["online_latency", "of which evaluation (judge round trips) p50",
-         f"{s['eval_p50_s']:.2f} s", "", ""],
-        ["online_latency", "judge calls per evaluation",
-         f"{js['judge_calls']['steady_per_eval']:.2f}", "", ""],
+        [
+            "online_latency",
+            f"evaluations/s at saturation (max_in_flight {c['max_in_flight']}, "
+            f"judge concurrency {c['judge_max_concurrency']})",
+            f"{t['evals_per_s']:.1f}",
+            "",
+            "",
+        ],
+        [
+            "online_latency",
+            f"span end -> score p50 / p95 at {s['rate']:g} traces/s (grace {c['trace_grace_s']} s)",
+            f"{s['p50_s']:.2f} s / {s['p95_s']:.2f} s",
+            "",
+            "",
+        ],
+        [
+            "online_latency",
+            "of which evaluation (judge round trips) p50",
+            f"{s['eval_p50_s']:.2f} s",
+            "",
+            "",
+        ],
+        [
+            "online_latency",
+            "judge calls per evaluation",
+            f"{js['judge_calls']['steady_per_eval']:.2f}",
+            "",
+            "",
+        ],
     ]
 
 
 def rows_memory(js: dict[str, Any], out: str) -> list[Row]:
     mib = 1 / 1024
     return [
-        ["memory", "baseline RSS (warm, empty buffer)", f"{js['baseline_kib'] * mib:.0f} MiB", "", ""],
-        ["memory", f"RSS with {js['buffered_traces']:,} traces buffered (peak)",
-         f"{js['buffered_kib'] * mib:.0f} MiB ({js['peak_kib'] * mib:.0f} MiB)", "", ""],
-        ["memory", "RSS per buffered trace",
-         f"{js['per_trace_kib']:.1f} KiB ({js['otlp_bytes_per_trace'] / 1024:.1f} KiB OTLP)", "", ""],
+        [
+            "memory",
+            "baseline RSS (warm, empty buffer)",
+            f"{js['baseline_kib'] * mib:.0f} MiB",
+            "",
+            "",
+        ],
+        [
+            "memory",
+            f"RSS with {js['buffered_traces']:,} traces buffered (peak)",
+            f"{js['buffered_kib'] * mib:.0f} MiB ({js['peak_kib'] * mib:.0f} MiB)",
+            "",
+            "",
+        ],
+        [
+            "memory",
+            "RSS per buffered trace",
+            f"{js['per_trace_kib']:.1f} KiB ({js['otlp_bytes_per_trace'] / 1024:.1f} KiB OTLP)",
+            "",
+            "",
+        ],
     ]
 
 
-BENCHES: dict[str, tuple[Callable[[bool, Path], list[str]], Callable[[dict[str, Any], str], list[Row]]]] = {
+BENCHES: dict[
+    str, tuple[Callable[[bool, Path], list[str]], Callable[[dict[str, Any], str], list[Row]]]
+] = {
     "judge_cost": (_judge_cost, rows_judge_cost),
     "sdk_overhead": (_plain, rows_sdk_overhead),
     "ingest": (_ingest, rows_ingest),
@@ -153,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     failed: list[str] = []
-    header = [f"# nexa-gauge benchmarks ({'quick' if a.quick else 'full'} run, "
-              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "", machine_line()]
+    header = [
+        f"# nexa-gauge benchmarks ({'quick' if a.quick else 'full'} run, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        machine_line(),
+    ]
     loads = {"before": machine()["load"]}
     for name in names:
         args_fn, rows_fn = BENCHES[name]
@@ -178,9 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(got)
         print(f"== {name} took {took:.0f} s", file=sys.stderr, flush=True)
     loads["after"] = machine()["load"]
-    lines = [*header,
-             f"load average (1/5/15 min) before {loads['before']}, after {loads['after']}", "",
-             table(["benchmark", "figure", "value", "target", "status"], rows)]
+    lines = [
+        *header,
+        f"load average (1/5/15 min) before {loads['before']}, after {loads['after']}",
+        "",
+        table(["benchmark", "figure", "value", "target", "status"], rows),
+    ]
     text = "\n".join(lines) + "\n"
     (outdir / "results.md").write_text(text)
     print(text)
