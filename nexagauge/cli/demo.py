@@ -21,7 +21,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument(
-        "--duration", type=float, default=60.0, help="seconds of app traffic (default 60)"
+        "--duration", type=float, default=90.0, help="seconds of app traffic (default 90)"
     )
     p.add_argument("--rate", type=float, default=6.0, help="questions per second (default 6)")
     p.add_argument("--drift-after", type=float, help="seconds before drift starts (default: half)")
