@@ -166,7 +166,7 @@ class RagApp:
     Five spans per trace, written by the real SDK; the LLM span carries the system prompt with
     the passages and 8 earlier turns of the conversation, the root carries the question, the
     answer and the retrieved documents (~13 KB per trace, ~2.6 KB per span on average).
-    ``suffix`` makes each question unique (no judge cache hits across traces).
+    ``unique`` makes each question and answer unique (no judge cache hits across traces).
     """
 
     def __init__(self, service: str = "rag-bench", passages: int = 22, history: int = 8) -> None:
@@ -245,6 +245,10 @@ class RagApp:
 
         case = self.cases[i % len(self.cases)]
         q = case["input"] + (f" (ticket {unique})" if unique else "")
+        if (
+            unique
+        ):  # a unique answer too: claims are cached by answer text (production answers vary)
+            case = dict(case, output=case["output"].rstrip(".") + f" (ref {unique}).")
         self.sink.spans.clear()
         self._answer(q, case, i)
         spans = list(self.sink.spans)

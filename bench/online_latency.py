@@ -7,8 +7,8 @@ rotel collector writes it. ``python -m nexagauge serve`` runs as its own process
 pipeline (re-key stage + evaluator, ``online.max_in_flight = 32``, ``judge.max_concurrency = 16``,
 grace 2 s, judge cache on, dedupe journal on) evaluating **relevance + grounding** of every trace
 (``sampling.default_rate = 1``) with the LLM judge pointed at ``bench/llm_server.py
---latency-ms 300`` (schema-valid JSON after a 300 ms sleep per call). Each question is unique,
-so there are no judge cache hits. Evaluation spans are exported over OTLP/HTTP to a sink in this
+--latency-ms 300`` (schema-valid JSON after a 300 ms sleep per call). Each question and answer is
+unique, so there are no judge cache hits. Evaluation spans are exported over OTLP/HTTP to a sink in this
 process.
 
 Latency = evaluation span end (when the scores were emitted, the evaluator's clock) - end of the

@@ -222,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny inputs (smoke run)")
     ap.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHES)}")
     ap.add_argument("--outdir", default=str(ROOT / "bench" / "results"))
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: take the other benchmarks' figures from their last outputs in --outdir",
+    )
     a = ap.parse_args(argv)
     names = [n.strip() for n in a.only.split(",")] if a.only else list(BENCHES)
     bad = set(names) - set(BENCHES)
@@ -238,8 +243,14 @@ def main(argv: list[str] | None = None) -> int:
         machine_line(),
     ]
     loads = {"before": machine()["load"]}
-    for name in names:
+    for name in BENCHES if a.merge else names:
         args_fn, rows_fn = BENCHES[name]
+        if name not in names:  # --merge: reuse the last output of this benchmark
+            js, txt = outdir / f"{name}.json", outdir / f"{name}.txt"
+            if txt.exists():
+                data = json.loads(js.read_text()) if js.exists() else {}
+                rows.extend(rows_fn(data, txt.read_text().split("\n--- stderr ---")[0]))
+            continue
         js = outdir / f"{name}.json"
         js.unlink(missing_ok=True)
         cmd = [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args_fn(a.quick, js)]
@@ -260,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(got)
         print(f"== {name} took {took:.0f} s", file=sys.stderr, flush=True)
     loads["after"] = machine()["load"]
+    if a.merge and set(BENCHES) - set(names):
+        reused = ", ".join(n for n in BENCHES if n not in names)
+        header.append(f"(this run: {', '.join(names)}; {reused}: their last outputs in {outdir})")
     lines = [
         *header,
         f"load average (1/5/15 min) before {loads['before']}, after {loads['after']}",
