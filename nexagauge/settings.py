@@ -54,7 +54,9 @@ class JudgeSettings(_Section):
     max_retries: int = 4
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
-    max_concurrency: int = 16
+    #: judge requests in flight at once (an evaluation makes ~3 calls, so keep this at least
+    #: 3 x online.max_in_flight or the judge slots, not Kafka, bound online throughput)
+    max_concurrency: int = 96
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
