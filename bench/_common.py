@@ -504,6 +504,14 @@ class LlmServer:
         with urllib.request.urlopen(self.url + "/stats", timeout=30) as r:
             return dict(json.loads(r.read()))
 
+    def reset(self) -> None:
+        """Forget every counted request (between tools of one benchmark run)."""
+        import urllib.request
+
+        req = urllib.request.Request(self.url + "/reset", data=b"{}", method="POST")
+        with urllib.request.urlopen(req, timeout=30):
+            pass
+
     def close(self) -> None:
         self.proc.terminate()
         try:

@@ -21,11 +21,11 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import CASES, ROOT, LlmServer
+
 PEER_PY = ROOT / ".bench-venv" / "bin" / "python"
 
 TOOLS: dict[str, tuple[str, list[str]]] = {
@@ -38,42 +38,7 @@ TOOLS: dict[str, tuple[str, list[str]]] = {
 }
 
 
-class Server:
-    def __init__(self, latency_ms: float) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "bench" / "llm_server.py"),
-                "--cases",
-                str(CASES),
-                "--latency-ms",
-                str(latency_ms),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line.startswith("PORT "):
-            self.close()
-            raise RuntimeError(f"judge server did not start: {line!r}")
-        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-
-    def call(self, path: str, method: str = "GET") -> dict:
-        req = urllib.request.Request(
-            self.url + path, method=method, data=b"{}" if method == "POST" else None
-        )
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read())
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def run_tool(name: str, server: Server, limit: int | None) -> dict:
+def run_tool(name: str, server: LlmServer, limit: int | None) -> dict:
     kind, args = TOOLS[name]
     py = sys.executable if kind == "self" else str(PEER_PY)
     if kind == "peer" and not PEER_PY.exists():
@@ -81,7 +46,7 @@ def run_tool(name: str, server: Server, limit: int | None) -> dict:
             "skipped": f"{PEER_PY} missing: python3.11 -m venv .bench-venv && "
             ".bench-venv/bin/pip install -r bench/requirements-peers.txt"
         }
-    server.call("/reset", "POST")
+    server.reset()
     cmd = [py, *args, "--base-url", server.url + "/v1", "--cases", str(CASES)]
     if limit:
         cmd += ["--limit", str(limit)]
@@ -95,7 +60,7 @@ def run_tool(name: str, server: Server, limit: int | None) -> dict:
         return {"skipped": f"failed (exit {p.returncode}): {p.stderr.strip().splitlines()[-1:]}"}
     rep = json.loads(line[7:])
     rep["process_s"] = time.perf_counter() - t0
-    rep["server"] = server.call("/stats")
+    rep["server"] = server.stats()
     return rep
 
 
@@ -135,7 +100,7 @@ def main() -> None:
     skipped: dict[str, str] = {}
     passes = [0.0] if a.skip_latency else [0.0, a.latency_ms]
     for latency in passes:
-        srv = Server(latency)
+        srv = LlmServer(latency)
         try:
             for t in tools:
                 if t in skipped:
