@@ -51,52 +51,42 @@ SIGNAL_TRACES = b"traces"
 SIGNAL_LOGS = b"logs"
 
 
-def split_traces(req: Any) -> dict[bytes, bytes]:
-    """Split an ``ExportTraceServiceRequest`` into one serialized request per trace id."""
+def _split(
+    req: Any, request_type: type, resources: str, scopes: str, items: str
+) -> dict[bytes, bytes]:
+    """Split an OTLP export request into one serialized request per trace id, keeping each
+    item's resource and scope (items without a 16-byte trace id are dropped)."""
     out: dict[bytes, Any] = {}
-    for rs in req.resource_spans:
-        for ss in rs.scope_spans:
+    for res in getattr(req, resources):
+        for scope in getattr(res, scopes):
             per: dict[bytes, Any] = {}
-            for s in ss.spans:
-                tid = s.trace_id
+            for item in getattr(scope, items):
+                tid = item.trace_id
                 if len(tid) != 16:
                     continue
                 dst = per.get(tid)
                 if dst is None:
                     r = out.get(tid)
                     if r is None:
-                        r = out[tid] = ExportTraceServiceRequest()
-                    nrs = r.resource_spans.add()
-                    nrs.resource.CopyFrom(rs.resource)
-                    nrs.schema_url = rs.schema_url
-                    dst = per[tid] = nrs.scope_spans.add()
-                    dst.scope.CopyFrom(ss.scope)
-                    dst.schema_url = ss.schema_url
-                dst.spans.add().CopyFrom(s)
+                        r = out[tid] = request_type()
+                    nres = getattr(r, resources).add()
+                    nres.resource.CopyFrom(res.resource)
+                    nres.schema_url = res.schema_url
+                    dst = per[tid] = getattr(nres, scopes).add()
+                    dst.scope.CopyFrom(scope.scope)
+                    dst.schema_url = scope.schema_url
+                getattr(dst, items).add().CopyFrom(item)
     return {k: v.SerializeToString() for k, v in out.items()}
+
+
+def split_traces(req: Any) -> dict[bytes, bytes]:
+    """Split an ``ExportTraceServiceRequest`` into one serialized request per trace id."""
+    return _split(req, ExportTraceServiceRequest, "resource_spans", "scope_spans", "spans")
 
 
 def split_logs(req: Any) -> dict[bytes, bytes]:
     """Split an ``ExportLogsServiceRequest`` by trace id (records without one are dropped)."""
-    out: dict[bytes, Any] = {}
-    for rl in req.resource_logs:
-        for sl in rl.scope_logs:
-            per: dict[bytes, Any] = {}
-            for rec in sl.log_records:
-                tid = rec.trace_id
-                if len(tid) != 16:
-                    continue
-                dst = per.get(tid)
-                if dst is None:
-                    r = out.get(tid)
-                    if r is None:
-                        r = out[tid] = ExportLogsServiceRequest()
-                    nrl = r.resource_logs.add()
-                    nrl.resource.CopyFrom(rl.resource)
-                    dst = per[tid] = nrl.scope_logs.add()
-                    dst.scope.CopyFrom(sl.scope)
-                dst.log_records.add().CopyFrom(rec)
-    return {k: v.SerializeToString() for k, v in out.items()}
+    return _split(req, ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records")
 
 
 def _unexpected(e: Exception) -> PoisonMessage:
