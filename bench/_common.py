@@ -418,6 +418,7 @@ class OtlpHttpSink:
 
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # one response, no 40 ms delayed-ACK stall
 
             def log_message(self, *a: Any) -> None:
                 return

@@ -343,6 +343,9 @@ def _message_text(messages: list[dict[str, Any]]) -> str:
 def make_handler(ref: Referee) -> type[BaseHTTPRequestHandler]:
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body go out in two writes: without TCP_NODELAY, Nagle holds the body until
+        # the client's delayed ACK (~40 ms per request on loopback); real servers set it too
+        disable_nagle_algorithm = True
 
         def log_message(self, *a: Any) -> None:
             return

@@ -328,37 +328,29 @@ class OpenAIEmbedder(_BaseEmbedder):
 
     ``base_url`` falls back to ``OPENAI_BASE_URL`` and ``api_key`` to ``OPENAI_API_KEY`` (the
     client's own defaults); a keyless local server gets a placeholder key. One client per event
-    loop (an httpx async client must not cross loops).
+    loop (:class:`~nexagauge.judge.http.ClientPool`: connections must not cross loops).
     """
 
     def __init__(self, settings: EmbeddingSettings) -> None:
+        from nexagauge.judge.http import ClientPool
+
         super().__init__(settings)
         self.name = f"openai:{settings.model}@{settings.base_url or 'default'}"
-        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._clients = ClientPool(settings.http_client)
         #: number of HTTP requests sent, for tests
         self.requests_sent = 0
 
     def _client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        entry = self._clients.get(id(loop))
-        if entry is not None and entry[0] is loop:
-            return entry[1]
         import os
 
-        from openai import AsyncOpenAI
-
         key = self.settings.api_key.get_secret_value() if self.settings.api_key else None
-        key = key or os.environ.get("OPENAI_API_KEY") or "no-key"
-        client = AsyncOpenAI(
+        return self._clients.get(
+            "embeddings",
             base_url=self.settings.base_url,
-            api_key=key,
-            timeout=self.settings.timeout_s,
+            api_key=key or os.environ.get("OPENAI_API_KEY") or "no-key",
+            timeout_s=self.settings.timeout_s,
             max_retries=self.settings.max_retries,
         )
-        # drop clients of closed loops
-        self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
-        self._clients[id(loop)] = (loop, client)
-        return client
 
     async def _one(self, batch: list[str]) -> np.ndarray:
         client = self._client()
@@ -383,13 +375,7 @@ class OpenAIEmbedder(_BaseEmbedder):
         return np.concatenate(parts, axis=0)
 
     async def aclose(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        entry = self._clients.pop(id(loop), None)
-        if entry is not None:
-            await entry[1].close()
+        await self._clients.aclose()
 
 
 # --------------------------------------------------------------------------------------------

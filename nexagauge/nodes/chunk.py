@@ -50,4 +50,5 @@ class ChunkNode(Node):
 
     async def run(self, ctx: NodeContext) -> ChunkList:
         max_tokens = ctx.runtime.settings.run.chunk_max_tokens
-        return await ctx.runtime.to_thread(chunk_output, ctx.case.output, max_tokens)
+        output = ctx.case.output
+        return await ctx.runtime.cpu(len(output), chunk_output, output, max_tokens)

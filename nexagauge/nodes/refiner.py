@@ -81,7 +81,9 @@ class RefinerNode(Node):
         run = ctx.runtime.settings.run
         chunks = ctx.get("chunk", ChunkList)
         if chunks is None:
-            chunks = await ctx.runtime.to_thread(
-                chunk_output, ctx.case.output, run.chunk_max_tokens
+            output = ctx.case.output
+            chunks = await ctx.runtime.cpu(
+                len(output), chunk_output, output, run.chunk_max_tokens
             )
-        return await ctx.runtime.to_thread(refine, chunks, run.refiner_similarity)
+        size = sum(len(c.item.text) for c in chunks.chunks)
+        return await ctx.runtime.cpu(size, refine, chunks, run.refiner_similarity)

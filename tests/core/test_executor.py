@@ -279,3 +279,19 @@ async def test_wrong_output_type_is_an_error(monkeypatch: pytest.MonkeyPatch) ->
     ex = make_executor(monkeypatch, nodes)
     res = await ex.run_case(parse_record({"output": "o"}), 0)
     assert res.outcomes["x"].status == "error" and "TypeError" in (res.outcomes["x"].reason or "")
+
+
+async def test_small_cpu_work_runs_inline_and_large_work_off_the_loop() -> None:
+    import threading
+
+    from nexagauge.graph.runtime import INLINE_CPU_CHARS
+
+    rt = Runtime(settings=Settings())
+    loop_thread = threading.current_thread()
+    try:
+        small = await rt.cpu(INLINE_CPU_CHARS - 1, threading.current_thread)
+        large = await rt.cpu(INLINE_CPU_CHARS, threading.current_thread)
+    finally:
+        await rt.aclose()
+    assert small is loop_thread
+    assert large is not loop_thread and large.name.startswith("nexagauge-cpu")

@@ -168,6 +168,9 @@ class OpenAIServer:
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body are two writes: without TCP_NODELAY, Nagle holds the body until
+            # the client's delayed ACK (~40 ms per request on loopback)
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -369,6 +369,7 @@ class _LogsServicer(logs_service_pb2_grpc.LogsServiceServicer):
 class _HttpHandler(BaseHTTPRequestHandler):
     rx: OtlpReceiver
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one response, no 40 ms delayed-ACK stall
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet test output
         return
