@@ -192,16 +192,25 @@ class SpanView:
         self.logs = sorted(logs, key=lambda r: r.time_ns)
 
     @cached_property
+    def _span(self) -> Any:
+        return self.rec.parse()
+
+    @cached_property
     def attrs(self) -> dict[str, Any]:
-        if self.rec.proto is None:
+        if self._span is None:
             return dict(self.rec.marks)
-        return attributes(self.rec.proto.attributes)
+        return attributes(self._span.attributes)
 
     @cached_property
     def events(self) -> list[tuple[str, dict[str, Any]]]:
-        if self.rec.proto is None:
+        if self._span is None:
             return []
-        return [(e.name, attributes(e.attributes)) for e in self.rec.proto.events]
+        return [(e.name, attributes(e.attributes)) for e in self._span.events]
+
+    @cached_property
+    def _log_records(self) -> list[tuple[LogRef, Any]]:
+        """The joined log records, each parsed once."""
+        return [(log, log.parse()) for log in self.logs]
 
     @property
     def operation(self) -> str | None:
@@ -312,9 +321,9 @@ class SpanView:
     def _genai(self, a: Mapping[str, Any]) -> _Io:
         src: Mapping[str, Any] = a
         if C.GEN_AI_OUTPUT_MESSAGES not in a:
-            for log in self.logs:
+            for log, rec in self._log_records:
                 if log.event_name == C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS:
-                    src = attributes(log.proto.attributes)
+                    src = attributes(rec.attributes) if rec is not None else {}
                     break
             else:
                 for name, ea in self.events:
@@ -335,8 +344,8 @@ class SpanView:
         io = _Io()
         msgs: list[Message] = []
         choices: list[tuple[int, str]] = []
-        for log in self.logs:
-            body = any_value(log.proto.body) if log.proto is not None else None
+        for log, rec in self._log_records:
+            body = any_value(rec.body) if rec is not None else None
             if log.event_name == C.EVENT_GEN_AI_CHOICE:
                 if isinstance(body, Mapping):
                     m = _message(body)

@@ -32,11 +32,11 @@ def test_proto_spans_carry_assembly_fields_and_only_wanted_attributes() -> None:
     root = next(s for s in batch.spans if s.name == "answer")
     assert root.trace_hex == tid(7).hex() and root.span_hex == sid(1).hex()
     assert root.is_root and root.service == "svc" and root.end_ns == 5_000
-    # only the wanted keys are decoded eagerly; the rest stays in the parsed span
+    # only the wanted keys are decoded eagerly; the rest stays in the span's bytes (parse())
     assert set(root.marks) <= BASE_WANTED
     assert root.marks[C.GEN_AI_CONVERSATION_ID] == "conv-1"
     assert root.marks[C.NG_TURN_END] is True
-    assert C.GEN_AI_INPUT_MESSAGES in attributes(root.proto.attributes)
+    assert C.GEN_AI_INPUT_MESSAGES in attributes(root.parse().attributes)
     child = next(s for s in batch.spans if s.name == "retrieve")
     assert not child.is_root and child.parent_span_id == sid(1)
 
@@ -116,7 +116,7 @@ def test_logs_keep_genai_events_with_span_ids() -> None:
     )
     batch = decode_logs(raw)
     assert [lg.event_name for lg in batch.logs] == [C.EVENT_GEN_AI_USER_MESSAGE]
-    assert any_value(batch.logs[0].proto.body) == {"content": "hi"}
+    assert any_value(batch.logs[0].parse().body) == {"content": "hi"}
 
 
 # -- adversarial payloads: the decoder either decodes or raises PoisonMessage, nothing else ------
@@ -132,7 +132,7 @@ def _decode_any(data: bytes) -> None:
             continue
         for s in out.spans:
             assert len(s.trace_id) == 16 and len(s.span_id) == 8
-            attributes(s.proto.attributes)  # the lazy part must not crash either
+            attributes(s.parse().attributes)  # the lazy part must not crash either
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
