@@ -148,7 +148,7 @@ def load_prompt(name: str, version: int | None = None, directory: str | None = N
 
     Example:
         >>> load_prompt("relevance").id
-        'relevance.v1'
+        'relevance.v2'
     """
     d = Path(directory) if directory else PROMPT_DIR
     versions = sorted(

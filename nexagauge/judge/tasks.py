@@ -15,7 +15,7 @@ Example:
     >>> from nexagauge.schema.case import RelevanceConfig
     >>> call = judge_call("relevance", ["Paris is in France."], "Where is Paris?", RelevanceConfig())
     >>> call.prompt.id, call.schema["properties"]["verdicts"]["maxItems"]
-    ('relevance.v1', 1)
+    ('relevance.v2', 1)
 """
 
 from __future__ import annotations

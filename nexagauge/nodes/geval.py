@@ -13,7 +13,8 @@ scores and measures the judge's uncertainty. When no log-probs come back, the ra
 and the result says so (``score_method: "raw"``).
 
 Example:
-    >>> weighted_score({"4": -0.105, "5": -2.303}, scale=True)  # p(4)=.9, p(5)=.1
+    >>> import math
+    >>> weighted_score({"4": math.log(0.9), "5": math.log(0.1)}, scale=True)
     (4.1, {'4': 0.9, '5': 0.1})
 """
 

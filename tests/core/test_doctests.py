@@ -1,0 +1,30 @@
+"""Every docstring example in the package runs and stays true (examples are documentation)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import nexagauge
+
+#: modules whose import has side effects a test must not trigger (none today)
+SKIP: frozenset[str] = frozenset()
+
+
+def _modules() -> list[str]:
+    names = [
+        m.name
+        for m in pkgutil.walk_packages(nexagauge.__path__, prefix="nexagauge.")
+        if m.name not in SKIP
+    ]
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples(name: str) -> None:
+    mod = importlib.import_module(name)
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.failed == 0, f"{res.failed} docstring example(s) of {name} failed"
