@@ -245,7 +245,13 @@ class EmitSettings(_Section):
 
 
 class Settings(BaseSettings):
-    """All evaluator settings. See the module docstring for precedence and env names."""
+    """All evaluator settings. See the module docstring for precedence and env names.
+
+    Example:
+        >>> s = Settings(judge={"base_url": "http://localhost:8000/v1"}, sampling={"default_rate": 0.05})
+        >>> (s.judge.configured, s.sampling.default_rate, s.online.rekey)
+        (True, 0.05, True)
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="NEXAGAUGE_",
@@ -306,7 +312,12 @@ def _config_path() -> Path | None:
 
 
 def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
-    """Build settings with the documented precedence; ``overrides`` are explicit arguments."""
+    """Build settings with the documented precedence; ``overrides`` are explicit arguments.
+
+    Example:
+        >>> load_settings(judge={"model": "gpt-4.1-mini"}).judge.model
+        'gpt-4.1-mini'
+    """
     global _CONFIG_OVERRIDE
     if config is not None and not Path(config).is_file():
         raise FileNotFoundError(f"config file {str(config)!r} does not exist")

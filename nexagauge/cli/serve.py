@@ -116,7 +116,15 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
 
 async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | None = None) -> int:
-    """Run the service until SIGTERM/SIGINT (or ``stop``), then shut down gracefully."""
+    """Run the service until SIGTERM/SIGINT (or ``stop``), then shut down gracefully.
+
+    Returns the process exit code (0 after a clean drain). ``nexagauge serve`` calls it.
+
+    Example::
+
+        settings = nexagauge.load_settings("nexagauge.toml", kafka={"bootstrap_servers": "kafka:9092"})
+        raise SystemExit(asyncio.run(nexagauge.serve(settings)))
+    """
     from nexagauge.online.service import OnlineService
 
     stop = stop or asyncio.Event()

@@ -132,7 +132,16 @@ def _mark_cached(value: Any) -> Any:
 
 
 class Executor:
-    """Runs a :class:`Plan` over cases (see module docstring)."""
+    """Runs a :class:`Plan` over cases (see module docstring).
+
+    Example:
+        >>> from nexagauge.settings import Settings
+        >>> ex = Executor(Runtime(settings=Settings()), plan("refmatch"))
+        >>> case = parse_record({"output": "Paris is in France.", "reference": "Paris, France."})
+        >>> res = asyncio.run(ex.run_case(case))
+        >>> (res.outcomes["refmatch"].status, sorted(res.outcomes))
+        ('ok', ['eval', 'refmatch', 'report', 'scan'])
+    """
 
     def __init__(
         self,

@@ -49,7 +49,12 @@ class Plan:
 def plan(
     target: str, *, only: Iterable[str] | None = None, topology: Topology | None = None
 ) -> Plan:
-    """Plan the nodes needed to produce ``target`` (see module docstring)."""
+    """Plan the nodes needed to produce ``target`` (see module docstring).
+
+    Example:
+        >>> plan("grounding").nodes
+        ('scan', 'chunk', 'refiner', 'claims', 'grounding', 'eval', 'report')
+    """
     topo = topology or load_topology()
     if target not in topo.nodes:
         raise PlanError(f"unknown node {target!r}; choose one of: {', '.join(topo.order)}")

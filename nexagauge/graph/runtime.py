@@ -37,7 +37,13 @@ INLINE_CPU_CHARS = 4000
 
 @dataclass
 class Runtime:
-    """Process-wide services (see module docstring)."""
+    """Process-wide services (see module docstring).
+
+    Example:
+        >>> rt = Runtime.create(Settings(judge={"mode": "none"}), use_cache=False)
+        >>> (rt.judge_kind, rt.llm_unavailable())
+        (None, 'no judge configured')
+    """
 
     settings: Settings
     cache: NodeCache | None = None

@@ -534,7 +534,14 @@ def _errors(result: CaseResult) -> dict[str, str]:
 # the service
 # --------------------------------------------------------------------------------------------
 class OnlineService:
-    """Both stages, the Kafka clients, the emitter and the HTTP endpoints of one process."""
+    """Both stages, the Kafka clients, the emitter and the HTTP endpoints of one process.
+
+    Example::
+
+        service = OnlineService(nexagauge.load_settings())
+        await service.start()                 # topics, consumer groups, /metrics, /readyz
+        healthy = await service.run_until(stop_event)   # then drains, commits, closes
+    """
 
     def __init__(
         self,

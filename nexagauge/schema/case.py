@@ -55,7 +55,15 @@ def _output_only() -> list[ItemField]:
 
 
 class RecordError(ValueError):
-    """A record that cannot become a case. Names the record (index and id if known) and field."""
+    """A record that cannot become a case. Names the record (index and id if known) and field.
+
+    Example:
+        >>> try:
+        ...     parse_record({"input": "Where is Paris?"}, 3)
+        ... except RecordError as e:
+        ...     print(e.field, "|", e)
+        output | record 3, field 'output': missing output (one of output/generation/response/answer/completion)
+    """
 
     def __init__(
         self, index: int | None, field: str | None, message: str, case_id: str | None = None
@@ -192,6 +200,12 @@ class EvalCase(BaseModel):
 
     ``context`` is the joined evidence string the spec asks for; ``context_documents`` keeps the
     individual documents so evidence can be attributed to a document.
+
+    Example:
+        >>> case = parse_record({"input": "Where is Paris?", "output": "In France.",
+        ...                      "context": ["Paris is the capital of France."]})
+        >>> (case.has("context"), case.context)
+        (True, 'Paris is the capital of France.')
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -409,6 +423,12 @@ def parse_record(
 
     ``field_map`` maps logical names to custom columns (``--field output=model_answer``).
     Raises :class:`RecordError` naming the record and the offending field.
+
+    Example:
+        >>> case = parse_record({"id": "c1", "answer": "Paris.", "q": "Capital of France?"},
+        ...                     field_map={"input": "q"})
+        >>> (case.case_id, case.input, case.output)
+        ('c1', 'Capital of France?', 'Paris.')
     """
     field_map = field_map or {}
     if not isinstance(record, Mapping):

@@ -29,7 +29,13 @@ class _Model(BaseModel):
 
 
 class CostEstimate(_Model):
-    """Judge spend of one node or case: USD and token counts (floats, as in the spec)."""
+    """Judge spend of one node or case: USD and token counts (floats, as in the spec).
+
+    Example:
+        >>> total = CostEstimate.total([CostEstimate(input_tokens=200, output_tokens=12)] * 3)
+        >>> (total.input_tokens, total.output_tokens)
+        (600.0, 36.0)
+    """
 
     cost: float = 0.0
     input_tokens: float = 0.0
@@ -121,6 +127,16 @@ class MetricResult(_Model):
     ``score`` is in [0, 1] or ``None`` together with an ``error``. ``result`` holds the per-item
     payload (claims, verdicts, and optionally a trailing ``{"reasoning": ...}``). ``meta`` carries
     provenance (e.g. ``{"judge": "local"}``) and is omitted from JSON when empty.
+
+    Example:
+        >>> m = MetricResult(name="grounding", category="answer", error="judge call failed: HTTP 500")
+        >>> (m.score, m.error)
+        (None, 'judge call failed: HTTP 500')
+        >>> MetricResult(name="grounding", category="answer", score=float("nan"))
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for MetricResult
+        ...
     """
 
     name: str

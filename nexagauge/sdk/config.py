@@ -350,6 +350,14 @@ def shutdown(timeout_millis: int = 30000) -> None:
     """Flush pending spans and shut down the provider nexa-gauge created (no-op otherwise).
 
     Call it at process exit when the process may end before the batch delay (scripts, jobs).
+
+    Example::
+
+        nexagauge.configure(service_name="nightly-batch")
+        try:
+            run_batch()
+        finally:
+            nexagauge.shutdown()   # the last spans are exported before the process exits
     """
     global STATE
     with _lock:
@@ -366,7 +374,13 @@ def shutdown(timeout_millis: int = 30000) -> None:
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:
-    """Export every span recorded so far (blocks up to ``timeout_millis``); True on success."""
+    """Export every span recorded so far (blocks up to ``timeout_millis``); True on success.
+
+    Example::
+
+        answer("What is our refund policy?")
+        assert nexagauge.force_flush(5_000)   # e.g. before a serverless function freezes
+    """
     provider = STATE.provider or trace.get_tracer_provider()
     force = getattr(provider, "force_flush", None)
     if force is None:

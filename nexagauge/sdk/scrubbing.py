@@ -44,6 +44,11 @@ class ScrubRule:
     case-sensitive literals, one must occur; ``triggers``: lowercase literals, one must occur in
     the lowercased text. No gate: the regex always runs. ``check`` (optional) gets the matched text
     and returns False to keep it (e.g. a Luhn check).
+
+    Example (``nexagauge.configure(scrub_rules=[rule])`` adds it to the built-in rules):
+        >>> rule = ScrubRule("order_id", r"ORD-\\d{8}", raw_triggers=("ORD-",))
+        >>> Scrubber(extra_rules=[rule]).scrub("input", "refund ORD-12345678 please")
+        ('refund [scrubbed:order_id] please', ['input:order_id'])
     """
 
     name: str

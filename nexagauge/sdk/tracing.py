@@ -1388,7 +1388,19 @@ def set_eval_knobs(
 
 
 def mark_turn_end() -> None:
-    """Mark the current traced call as the end of a conversation turn (``nexagauge.turn.end``)."""
+    """Mark the current traced call as the end of a conversation turn (``nexagauge.turn.end``).
+
+    The evaluator then scores the turn as soon as this span ends instead of waiting out the
+    trace grace period. Outside a traced call it does nothing.
+
+    Example::
+
+        @nexagauge.trace
+        def handle(message: str) -> str:
+            reply = agent.run(message)   # inner traced calls: retrieval, LLM, tools
+            nexagauge.mark_turn_end()    # this span closes the user's turn
+            return reply
+    """
     try:
         call = _current_call("mark_turn_end")
         if call is not None:
@@ -1461,6 +1473,14 @@ class session:
 
 
 def current_session() -> tuple[str | None, str | None]:
-    """``(session_id, user_id)`` of the innermost ``nexagauge.session`` block, or ``(None, None)``."""
+    """``(session_id, user_id)`` of the innermost ``nexagauge.session`` block, or ``(None, None)``.
+
+    Example:
+        >>> with session("conv-42", user_id="user-7"):
+        ...     current_session()
+        ('conv-42', 'user-7')
+        >>> current_session()
+        (None, None)
+    """
     s = _SESSION.get()
     return (s.session_id, s.user_id) if s is not None else (None, None)

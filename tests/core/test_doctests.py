@@ -28,3 +28,14 @@ def test_docstring_examples(name: str) -> None:
     mod = importlib.import_module(name)
     res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert res.failed == 0, f"{res.failed} docstring example(s) of {name} failed"
+
+
+def test_every_public_name_documents_an_example() -> None:
+    """Public API = ``nexagauge.__all__``; each carries a short example (run above when it is a
+    doctest, or an ``Example::`` block where running it needs an app or a Kafka cluster)."""
+    missing = [
+        name
+        for name in nexagauge.__all__
+        if name != "__version__" and "Example" not in (getattr(nexagauge, name).__doc__ or "")
+    ]
+    assert not missing, f"public names without an example in their docstring: {missing}"
