@@ -19,7 +19,8 @@ evaluation start: collector-less Kafka hop, re-key hop, 2 s grace, queueing for 
 Phases: warm-up (5 traces, not counted); **steady** at ``--rate`` traces/s (below capacity) for
 ``--duration`` s -> p50/p95 latency; **saturation** at ``--burst-rate`` traces/s (above capacity)
 for ``--burst-duration`` s -> evaluations/s at the configured concurrency (completions per
-second between the first and last completion of that phase). The judge server's counters give
+second between the first and last completion of that phase; the default 100/s is about twice
+what ``online.max_in_flight = 32`` slots of ~0.6 s evaluations can complete). The judge server's counters give
 judge calls per evaluation; ``/metrics`` gives ``nexagauge_evaluation_latency_seconds`` (mean) as a
 cross-check.
 
@@ -381,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="short phases (smoke)")
     ap.add_argument("--rate", type=float, help="steady traces/s (default 8)")
     ap.add_argument("--duration", type=float, help="steady seconds (default 30)")
-    ap.add_argument("--burst-rate", type=float, help="saturation traces/s (default 40)")
+    ap.add_argument("--burst-rate", type=float, help="saturation traces/s (default 100)")
     ap.add_argument("--burst-duration", type=float, help="saturation seconds (default 10)")
     ap.add_argument("--judge-ms", type=float, default=300.0)
     ap.add_argument("--max-in-flight", type=int, help="online.max_in_flight (default: settings)")
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     a.rate = a.rate or (4.0 if a.quick else 8.0)
     a.duration = a.duration or (3.0 if a.quick else 30.0)
-    a.burst_rate = a.burst_rate or (20.0 if a.quick else 40.0)
+    a.burst_rate = a.burst_rate or (20.0 if a.quick else 100.0)
     a.burst_duration = a.burst_duration or (1.5 if a.quick else 10.0)
     r = asyncio.run(amain(a))
     print(report(r))

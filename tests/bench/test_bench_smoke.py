@@ -33,3 +33,17 @@ def test_judge_cost_runs_on_two_cases(tmp_path):
     # claims once, then relevance and grounding: three judge calls, no errors
     assert ng["calls"] == 3.0 and ng["errors"] == 0
     assert 200 < ng["tokens"] < 2000
+
+
+def test_sdk_overhead_runs_and_reports_ratios():
+    p = _run(["bench/sdk_overhead.py", "--quick"])
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout
+    for label in ("hand-written span, idiomatic", "hand-written span, tuned", "@nexagauge.trace"):
+        assert label in out, out
+    # every ratio line carries a finite, positive CPU ratio
+    ratios = [line for line in out.splitlines() if line.startswith("ratio ")]
+    assert len(ratios) == 4, out
+    for line in ratios:
+        cpu = float(line.split("CPU ")[1].split()[0])
+        assert 0 < cpu < 100, line
