@@ -6,7 +6,8 @@ judge nodes are asked for ``Node.estimate`` (planned calls and tokens) and never
 their result is already in the node cache (looked up with the executor's key): a run would reuse
 it, so it counts as ``cached`` and costs nothing (``--no-cache`` estimates a cold run). Other
 nodes cost nothing. A node that is ineligible for a record (missing field, disabled block,
-prerequisite ineligible) contributes nothing for it. USD comes from the judge price table
+prerequisite ineligible, or a judge call nothing planned would read: ``nexagauge.graph.demand``)
+contributes nothing for it. USD comes from the judge price table
 (``nexagauge.judge.pricing``; ``judge.price_table`` adds your own prices) for each node's
 effective judge model; a model without a price shows ``unknown``.
 
@@ -118,6 +119,7 @@ async def _estimate(
     use_cache: bool = True,
 ) -> dict[str, Any]:
     from nexagauge.cli.main import CliError
+    from nexagauge.graph.demand import unused_judge_nodes
     from nexagauge.graph.node import NodeContext
     from nexagauge.graph.runtime import Runtime
     from nexagauge.io.readers import ReaderError
@@ -152,6 +154,7 @@ async def _estimate(
             cases += 1
             outputs: dict[str, Any] = {}
             statuses: dict[str, tuple[str, str | None]] = {}
+            unused = unused_judge_nodes(plan_, nodes, case, rt)  # what a run would skip too
             for name in plan_.nodes:
                 spec = topo.nodes[name]
                 missing = [f for f in spec.fields if not case.has(f)]
@@ -159,7 +162,11 @@ async def _estimate(
                 why: str | None = None
                 if missing:
                     why = f"not eligible: no {', '.join(missing)}"
-                elif not spec.soft_requires and any(statuses[r][0] != "ok" for r in reqs):
+                elif name in unused:
+                    why = "not needed for this case"
+                elif not spec.soft_requires and any(
+                    statuses[r][0] != "ok" for r in reqs if r not in unused
+                ):
                     why = "prerequisite not eligible"
                 elif (
                     spec.block

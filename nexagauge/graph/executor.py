@@ -6,6 +6,9 @@ order, streaming: memory stays bounded by the window, not the dataset.
 
 For every node of a case the executor decides, in order:
 1. ineligible (a required record field is missing) -> skipped with the missing fields;
+1b. a judge-calling utility node that no planned node reads for this case (``claims`` when
+   relevance uses question generation and grounding has no context) -> skipped as not needed
+   (:mod:`nexagauge.graph.demand`); its dependents do not read it, so they go on;
 2. a prerequisite was skipped or failed -> skipped naming it;
 3. ``Node.skip_reason`` (no judge, block disabled, no claims...) -> skipped with that reason;
 4. node cache hit -> the cached output (its cost reported as zero: nothing was spent again);
@@ -36,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from nexagauge.graph.demand import unused_judge_nodes
 from nexagauge.graph.node import Node, NodeContext
 from nexagauge.graph.planner import Plan, plan
 from nexagauge.graph.runtime import Runtime
@@ -164,6 +168,7 @@ class Executor:
         outputs: dict[str, BaseModel] = {}
         statuses: dict[str, tuple[str, str | None]] = {}
         done: dict[str, asyncio.Event] = {n: asyncio.Event() for n in self.plan.nodes}
+        unused = unused_judge_nodes(self.plan, self.nodes, case, self.runtime)
 
         async def run_node(name: str) -> None:
             try:
@@ -172,7 +177,7 @@ class Executor:
                 for r in reqs:
                     await done[r].wait()
                 outcome = await self._decide(
-                    name, case, reqs, spec.soft_requires, outputs, statuses
+                    name, case, reqs, spec.soft_requires, outputs, statuses, unused
                 )
                 result.outcomes[name] = outcome
                 statuses[name] = (outcome.status, outcome.reason)
@@ -193,6 +198,7 @@ class Executor:
         soft: bool,
         outputs: dict[str, BaseModel],
         statuses: dict[str, tuple[str, str | None]],
+        unused: Mapping[str, str],
     ) -> NodeOutcome:
         node = self.nodes[name]
         spec = self.plan.topology.nodes[name]
@@ -200,8 +206,12 @@ class Executor:
         if missing:
             labels = ", ".join(FIELD_LABELS.get(f, f) for f in missing)
             return NodeOutcome(name, "skipped", f"not eligible: no {labels}", node.empty())
+        if name in unused:
+            return NodeOutcome(name, "skipped", unused[name], node.empty())
         if not soft:
             for r in reqs:
+                if r in unused:  # nothing that runs reads it (see graph/demand.py)
+                    continue
                 st, why = statuses.get(r, ("skipped", "not run"))
                 if st != "ok":
                     verb = "failed" if st == "error" else "skipped"

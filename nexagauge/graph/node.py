@@ -83,6 +83,12 @@ class Node(ABC):
         """A reason to skip this case beyond field eligibility, or ``None`` to run."""
         return None
 
+    def unused_input(self, ctx: NodeContext, prerequisite: str) -> str | None:
+        """Why this node will not read ``prerequisite``'s output for this case (``None``: it
+        will). Decided before anything runs (``ctx.upstream`` is empty); a judge-calling
+        prerequisite that no planned node reads is skipped (:mod:`nexagauge.graph.demand`)."""
+        return None
+
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
         """Configuration (besides case content and upstream outputs) that changes the output."""
         return {}

@@ -102,9 +102,13 @@ class Runtime:
         return await self.to_thread(fn, *args, **kwargs)
 
     async def aclose(self) -> None:
+        """Close the judge, this event loop's connections of the (process-wide, shared)
+        embedding service - it reconnects on its next use - and the CPU pool."""
         close = getattr(self.judge, "aclose", None)
         if close is not None:
             await close()
+        if self._embedder is not None:
+            await self._embedder.aclose()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

@@ -2,7 +2,8 @@
 
 The client runs on openai's aiohttp transport by default (``judge.http_client``; see
 :mod:`nexagauge.judge.http`) and reads answers as raw JSON (no response-model construction):
-a judge call costs ~0.65 ms of client CPU, an evaluation of relevance + grounding ~2.5 ms.
+a judge call costs ~0.65 ms of client CPU, an evaluation of relevance + grounding (3 calls,
+graph included) ~3 ms (``bench/judge_cost.py``).
 
 What it guarantees to the nodes:
 
@@ -509,11 +510,11 @@ class LLMJudge:
             if content is None and refusal:
                 log.warning("judge refused to answer: %s", " ".join(str(refusal).split())[:200])
         usage = resp.get("usage")
-        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-        if isinstance(prompt_tokens, int | float):
-            tout_raw = usage.get("completion_tokens") if isinstance(usage, dict) else None
-            tin = float(prompt_tokens)
-            tout = float(tout_raw) if isinstance(tout_raw, int | float) else 0.0
+        usage = usage if isinstance(usage, dict) else {}
+        pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(pin, int | float):
+            tin = float(pin)
+            tout = float(pout) if isinstance(pout, int | float) else 0.0
         else:  # endpoint without usage: count offline so the cost is not silently zero
             tin = float(count_message_tokens(messages))
             tout = float(count_tokens(content or ""))
@@ -578,8 +579,7 @@ def _first_message(resp: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _short_bytes(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw)
-    return " ".join(text.split())[:200] or "empty body"
+    return " ".join(raw.decode("utf-8", "replace").split())[:200] or "empty body"
 
 
 def _logprobs(resp: dict[str, Any]) -> list[dict[str, Any]] | None:

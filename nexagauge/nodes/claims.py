@@ -215,6 +215,9 @@ class ClaimMetricNode(Node):
         out = verdicts_completion_estimate(len(texts), knobs)
         return [CallEstimate(self.name, 1, call.prompt_tokens(), out)]
 
+    def unused_input(self, ctx: NodeContext, prerequisite: str) -> str | None:
+        return self.skip_reason_static(ctx)
+
     def skip_reason_static(self, ctx: NodeContext) -> str | None:
         """Skip reasons known before any judge runs (used by ``estimate``)."""
         if not self.knobs(ctx).enabled:

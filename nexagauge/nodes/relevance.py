@@ -55,6 +55,11 @@ class RelevanceNode(ClaimMetricNode):
             return qg_relevance.skip_reason(ctx)
         return super().skip_reason(ctx)
 
+    def unused_input(self, ctx: NodeContext, prerequisite: str) -> str | None:
+        if prerequisite == "claims" and _qg(ctx):
+            return "method question_generation"
+        return super().unused_input(ctx, prerequisite)
+
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
         if _qg(ctx):
             from nexagauge.judge import qg_relevance

@@ -474,3 +474,23 @@ def test_estimate_counts_cached_judge_results(
     assert (warm["cached"], warm["calls"]) == (1, 2)
     assert warm["input_tokens"] < cold["input_tokens"]
     assert estimate("--no-cache")["calls"] == 3
+
+
+def test_estimate_counts_only_the_claim_extractions_a_run_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`estimate` applies the executor's demand rule: no claims call where nothing reads claims."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")  # never called
+    monkeypatch.setenv("NEXAGAUGE_JUDGE_API_KEY", "k")
+    recs = [
+        {"output": "Paris is in France."},  # neither relevance nor grounding is eligible
+        {"input": "Where?", "output": "Paris is in France.", "context": "Paris, France."},
+        {"input": "Where?", "output": "In France.", "relevance": {"method": "question_generation"}},
+    ]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert cli_main.main(["estimate", "eval", "--input", str(data), "--json", "--no-cache"]) == 0
+    rows = {n["node"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+    assert rows["claims"]["calls"] == 1
+    assert rows["claims"]["skipped"] == {"not needed for this case": 2}

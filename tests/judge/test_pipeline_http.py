@@ -236,23 +236,74 @@ async def test_two_round_trips_relevance_and_grounding_concurrent(server, make_j
     assert metric(res, "relevance").score is not None and metric(res, "grounding").score is not None
 
 
-async def test_question_generation_method_dispatches_to_qg_module(server, tmp_path):
-    rec = {
-        "input": "Where is Paris?",
-        "output": "Paris is in France.",
-        "relevance": {"method": "question_generation", "strictness": 2},
-    }
+QG_RECORD = {
+    "input": "Where is Paris?",
+    "output": "Paris is in France.",
+    "relevance": {"method": "question_generation", "strictness": 2},
+}
+
+
+async def _evaluate_qg(server, only):
+    """QG_RECORD through the executor with LLM judge and embeddings on the loopback server."""
     s = Settings(
         judge={"base_url": server.base_url, "api_key": "k"},
         embeddings={"provider": "openai", "base_url": server.base_url, "api_key": "k"},
-        cache={"dir": str(tmp_path / "c")},
+        cache={"enabled": False},
     )
     rt = Runtime.create(s, use_cache=False)
     try:
-        [res] = await evaluate([rec], "eval", runtime=rt, only=["relevance"])
+        [res] = await evaluate([QG_RECORD], "eval", runtime=rt, only=only)
     finally:
         await rt.aclose()
+    return res
+
+
+async def test_question_generation_method_dispatches_to_qg_module(server):
+    res = await _evaluate_qg(server, ["relevance"])
     m = metric(res, "relevance")
     assert m.name == "answer_relevancy" and m.meta["method"] == "question_generation"
     assert m.score is not None and len(m.result) == 2
     assert any(r.path.endswith("/embeddings") for r in server.requests)
+
+
+def _chat_prompts(server) -> list[str]:
+    """The system prompt's first words of every chat request (which task was asked)."""
+    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    return [r.messages[0]["content"][:40] for r in chats]
+
+
+async def test_question_generation_relevance_pays_for_no_claim_extraction(server):
+    """QG relevance does not read claims and grounding has no context: nothing extracts."""
+    res = await _evaluate_qg(server, BOTH)
+    claims = res.outcomes["claims"]
+    assert claims.status == "skipped"
+    assert claims.reason == (
+        "not needed for this case (relevance: method question_generation; grounding: no context)"
+    )
+    assert metric(res, "relevance").score is not None  # relevance still ran
+    assert res.outcomes["grounding"].reason == "not eligible: no context"
+    assert not any(p.startswith("Split an AI answer") for p in _chat_prompts(server))
+
+
+async def test_output_only_record_makes_no_judge_call(server, make_judge, tmp_path):
+    rt = runtime(make_judge(), tmp_path)
+    [res] = await evaluate([{"output": "Paris is in France."}], "eval", runtime=rt, only=BOTH)
+    assert res.outcomes["claims"].status == "skipped"
+    assert "relevance: no input" in (res.outcomes["claims"].reason or "")
+    assert server.stats.chat_requests == 0
+
+
+async def test_claims_still_run_when_one_reader_remains(server, make_judge, tmp_path):
+    rec = {
+        "input": "Where is Paris?",
+        "output": "Paris is in France.",
+        "context": "Paris is the capital of France.",
+        "relevance": {"enabled": False},
+    }
+    rt = runtime(make_judge(), tmp_path)
+    [res] = await evaluate([rec], "eval", runtime=rt, only=BOTH)
+    assert res.outcomes["claims"].status == "ok"
+    assert metric(res, "grounding").score is not None
+    assert res.outcomes["relevance"].reason == "relevance disabled in the record"
+    assert server.stats.chat_requests == 2  # claims + grounding
+
