@@ -114,6 +114,11 @@ class Serve:
     def metrics(self) -> str:
         return http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")[1]
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the serve process has used so far (``/proc``)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def tail(self) -> str:
         self.log.flush()
         return self.log_path.read_text(errors="replace")[-3000:]
@@ -282,10 +287,12 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                         f"warm-up: {len(got)}/{len(warm)} evaluated; " + serve.tail()
                     )
                 calls0 = judge.stats()
+                cpu0 = serve.cpu_s()
                 steady = await produce_at_rate(app, producer, topic, a.rate, a.duration, i, tag)
                 i += len(steady)
                 got = await wait_evals(sink, steady, 60 + a.duration)
                 calls1 = judge.stats()
+                cpu1 = serve.cpu_s()
                 out["steady"] = latencies(steady, got)
                 out["steady"]["rate"] = a.rate
                 burst = await produce_at_rate(
@@ -295,6 +302,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                 out["saturation"] = latencies(burst, got)
                 out["saturation"]["rate"] = a.burst_rate
                 calls2 = judge.stats()
+                cpu2 = serve.cpu_s()
                 text = serve.metrics()
             finally:
                 await producer.stop()
@@ -305,6 +313,10 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                 "evaluations_total": n_ok,
                 "latency_count": prom_value(text, "nexagauge_evaluation_latency_seconds_count"),
                 "latency_sum": prom_value(text, "nexagauge_evaluation_latency_seconds_sum"),
+            }
+            out["serve_cpu_ms_per_eval"] = {
+                "steady": 1000 * (cpu1 - cpu0) / max(1, out["steady"]["evaluated"]),
+                "saturation": 1000 * (cpu2 - cpu1) / max(1, out["saturation"]["evaluated"]),
             }
             out["judge_calls"] = {
                 "steady_per_eval": _calls(calls1, calls0) / max(1, out["steady"]["evaluated"]),
@@ -369,6 +381,9 @@ def report(r: dict[str, Any]) -> str:
             f"{r['judge_calls']['saturation_per_eval']:.2f} (saturation); /metrics: "
             f"{p['evaluations_total']:.0f} evaluations, mean nexagauge_evaluation_latency_seconds "
             f"{mean:.2f} s; serve exit {r['serve_exit']}",
+            f"serve process CPU per evaluation (re-key, decode, assembly, extraction, judge "
+            f"client, emission): {r['serve_cpu_ms_per_eval']['steady']:.1f} ms (steady), "
+            f"{r['serve_cpu_ms_per_eval']['saturation']:.1f} ms (saturation)",
             f"RESULT online {t['evals_per_s']:.1f} evaluations/s at saturation; p50 "
             f"{s['p50_s']:.2f} s, p95 {s['p95_s']:.2f} s span end -> score at {s['rate']:g} traces/s",
             f"load avg before {r['machine_before']['load'][0]:.2f}, after "

@@ -176,6 +176,14 @@ def rows_online(js: dict[str, Any], out: str) -> list[Row]:
             "",
             "",
         ],
+        [
+            "online_latency",
+            "serve process CPU per evaluation, steady / saturation",
+            f"{js['serve_cpu_ms_per_eval']['steady']:.1f} ms / "
+            f"{js['serve_cpu_ms_per_eval']['saturation']:.1f} ms",
+            "",
+            "",
+        ],
     ]
 
 

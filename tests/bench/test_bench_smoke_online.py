@@ -67,6 +67,7 @@ def test_online_latency_reports_throughput_and_percentiles(tmp_path: Path) -> No
     # relevance + grounding really called the judge over HTTP: claims, relevance, grounding
     assert r["judge_calls"]["steady_per_eval"] >= 2
     assert r["serve_exit"] == 0
+    assert r["serve_cpu_ms_per_eval"]["steady"] > 0
 
 
 def test_run_all_writes_the_combined_table(tmp_path: Path) -> None:
