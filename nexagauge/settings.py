@@ -103,8 +103,14 @@ class EmbeddingSettings(_Section):
 
 
 class CacheSettings(_Section):
+    """Node results and judge answers cached by content (see ``nexagauge/graph/cache.py``)."""
+
     enabled: bool = True
     dir: Path = Path(".nexagauge-cache")
+    #: ``disk`` (under ``dir``, kept across runs), ``memory`` (an LRU of ``memory_mb``, for a
+    #: long-running service), ``auto``: disk for CLI runs, memory for ``nexagauge serve``
+    backend: Literal["auto", "disk", "memory"] = "auto"
+    memory_mb: float = Field(default=256.0, gt=0)
 
 
 class RunSettings(_Section):

@@ -369,7 +369,11 @@ async def _run(
             "cost": summary.cost.model_dump(),
             "cache": None
             if cache is None
-            else {"dir": str(cache.root), "hits": cache.hits, "misses": cache.misses},
+            else {
+                "dir": str(cache.root) if cache.root is not None else None,  # None: in memory
+                "hits": cache.hits,
+                "misses": cache.misses,
+            },
             "metrics": rows,
             "nodes": summary.node_rows(),
             "fail_under": checks,

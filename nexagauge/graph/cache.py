@@ -1,4 +1,12 @@
-"""Content-addressed on-disk caches: a generic atomic store and the node-result cache on top.
+"""Content-addressed caches: an atomic on-disk store, a bounded in-memory store, and the
+node-result cache on top of either.
+
+Disk (:class:`ContentStore`) is for runs that end: re-running a dataset, CI regression checks
+and ``estimate`` reuse every node result and judge answer. Memory (:class:`MemoryStore`, an LRU
+bounded in bytes) is for the long-running ``nexagauge serve``: identical content (a FAQ bot's
+repeated question and answer, a redelivered trace) is still judged once, but a service that runs
+for months neither fills its disk with one file per node per evaluation nor spends ~10% of its CPU
+writing them (``cache.backend``: ``auto`` = disk for the CLI, memory for ``serve``).
 
 Keys are SHA-256 hex digests of a canonical JSON of everything that determines a result (node,
 case fingerprint, node config, implementation/prompt version, model, upstream outputs). Values are
@@ -23,11 +31,13 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -57,6 +67,57 @@ class CacheStats:
     entries: int
     bytes: int
     namespaces: dict[str, int]
+
+
+class BlobStore(Protocol):
+    """What the caches need from a store: bytes by content key."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, value: bytes) -> None: ...
+
+
+class MemoryStore:
+    """A thread-safe LRU of content key -> bytes, bounded by the total size of its values.
+
+    Keys are the same SHA-256 digests the disk store uses (they already include the node or the
+    judge call they belong to, so namespaces can share one store and one budget).
+
+    Example:
+        >>> m = MemoryStore(max_bytes=10)
+        >>> m.put("a" * 64, b"12345"); m.put("b" * 64, b"67890"); m.put("c" * 64, b"x")
+        >>> (m.get("a" * 64), m.get("c" * 64), m.bytes)
+        (None, b'x', 6)
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max(0, int(max_bytes))
+        self.bytes = 0
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: bytes) -> None:
+        if len(value) > self.max_bytes:
+            return  # larger than the whole budget: not worth evicting everything for
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.bytes -= len(old)
+            self._data[key] = value
+            self.bytes += len(value)
+            while self.bytes > self.max_bytes:
+                _, dropped = self._data.popitem(last=False)
+                self.bytes -= len(dropped)
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 class ContentStore:
@@ -132,11 +193,27 @@ class NodeCache:
 
     NAMESPACE = "nodes"
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
-        self.store = ContentStore(root, self.NAMESPACE)
+    def __init__(
+        self, root: str | os.PathLike[str] | None = None, *, memory: MemoryStore | None = None
+    ) -> None:
+        if (root is None) == (memory is None):
+            raise ValueError("NodeCache needs either a directory or a MemoryStore")
+        #: the cache directory (``None`` for an in-memory cache)
+        self.root = Path(root) if root is not None else None
+        self.memory = memory
+        self.store: BlobStore = (
+            memory if memory is not None else ContentStore(self.root or ".", self.NAMESPACE)
+        )
         self.hits = 0
         self.misses = 0
+
+    def namespace(self, name: str) -> BlobStore:
+        """A store for other cached results of the same lifetime (judge answers, GEval steps):
+        its own directory on disk, the shared budget in memory."""
+        if self.memory is not None:
+            return self.memory
+        assert self.root is not None
+        return ContentStore(self.root, name)
 
     def key(
         self,
@@ -147,7 +224,7 @@ class NodeCache:
         config: Mapping[str, Any],
         upstream: Mapping[str, Any],
     ) -> str:
-        return self.store.key(
+        return ContentStore.key(
             {"node": node, "version": version, "case": case, "config": config, "upstream": upstream}
         )
 

@@ -55,12 +55,26 @@ class Runtime:
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, settings: Settings, *, use_cache: bool | None = None) -> Runtime:
-        """Build the runtime from settings: cache, judge (LLM or local), lazy embeddings."""
-        from nexagauge.graph.cache import NodeCache
+    def create(
+        cls, settings: Settings, *, use_cache: bool | None = None, service: bool = False
+    ) -> Runtime:
+        """Build the runtime from settings: cache, judge (LLM or local), lazy embeddings.
 
-        enabled = settings.cache.enabled if use_cache is None else use_cache
-        rt = cls(settings=settings, cache=NodeCache(settings.cache.dir) if enabled else None)
+        ``service``: a long-running process (``nexagauge serve``), where ``cache.backend =
+        "auto"`` means a bounded in-memory cache instead of files that would grow forever.
+        """
+        from nexagauge.graph.cache import MemoryStore, NodeCache
+
+        c = settings.cache
+        enabled = c.enabled if use_cache is None else use_cache
+        cache = None
+        if enabled:
+            backend = c.backend if c.backend != "auto" else ("memory" if service else "disk")
+            if backend == "memory":
+                cache = NodeCache(memory=MemoryStore(int(c.memory_mb * 1024 * 1024)))
+            else:
+                cache = NodeCache(c.dir)
+        rt = cls(settings=settings, cache=cache)
         rt.judge = _make_judge(settings, rt)
         return rt
 
@@ -124,7 +138,10 @@ def _make_judge(settings: Settings, rt: Runtime) -> Any:
             from nexagauge.judge.client import LLMJudge
         except ImportError:  # pragma: no cover - judge package not built yet
             return None
-        return LLMJudge(settings.judge, cache_dir=settings.cache.dir if rt.cache is not None else None)
+        from nexagauge.judge.client import CACHE_NAMESPACE
+
+        store = rt.cache.namespace(CACHE_NAMESPACE) if rt.cache is not None else None
+        return LLMJudge(settings.judge, store=store)
     try:
         from nexagauge.judge.local import LocalJudge
     except ImportError:

@@ -130,6 +130,7 @@ class LLMJudge:
         settings: JudgeSettings,
         *,
         cache_dir: str | Path | None = None,
+        store: Any = None,
         price_table: PriceTable | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -145,8 +146,10 @@ class LLMJudge:
         self.observer: Callable[[str, str, str, float], None] | None = None
         self._sem: asyncio.Semaphore | None = None
         self._limiter = RateLimiter(settings.requests_per_minute, settings.tokens_per_minute)
-        self._store: Any = None
-        if cache_dir is not None:
+        #: answers by content key: ``store`` (a ``nexagauge.graph.cache.BlobStore``), or files
+        #: under ``cache_dir``
+        self._store: Any = store
+        if store is None and cache_dir is not None:
             from nexagauge.graph.cache import ContentStore
 
             self._store = ContentStore(cache_dir, CACHE_NAMESPACE)

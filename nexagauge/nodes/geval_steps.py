@@ -74,7 +74,7 @@ async def resolve_steps(
     key = steps_key(metric.criteria or "", tuple(metric.item_fields), judge.model, prompt_id)
     if key in _memo:
         return list(_memo[key]), "cached", CostEstimate()
-    store = ContentStore(runtime.cache.root, NAMESPACE) if runtime.cache is not None else None
+    store = runtime.cache.namespace(NAMESPACE) if runtime.cache is not None else None
     if store is not None and (raw := store.get(key)) is not None:
         try:
             steps = list(json.loads(raw)["steps"])

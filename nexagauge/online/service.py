@@ -603,7 +603,7 @@ class OnlineService:
 
             self.metrics = EvaluatorMetrics.from_settings(s.emit)
         if self.runtime is None:
-            self.runtime = Runtime.create(s)
+            self.runtime = Runtime.create(s, service=True)  # bounded in-memory caches
         judge = self.runtime.judge
         if judge is not None and hasattr(judge, "observer") and judge.observer is None:
             judge.observer = self.metrics.judge_call  # judge calls, errors and latency

@@ -172,3 +172,51 @@ def test_clear_by_namespace_and_age(tmp_path: Path) -> None:
     assert clear_cache(tmp_path) == 1
     assert cache_stats(tmp_path).entries == 0
     assert CostEstimate() == CostEstimate.zero()
+
+
+@pytest.mark.parametrize(
+    ("backend", "service", "expected"),
+    [
+        ("auto", False, "disk"),
+        ("auto", True, "memory"),
+        ("disk", True, "disk"),
+        ("memory", False, "memory"),
+    ],
+)
+def test_cache_backend_resolution(
+    tmp_path: Path, backend: str, service: bool, expected: str
+) -> None:
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.settings import Settings
+
+    s = Settings(
+        judge={"mode": "none"}, cache={"dir": str(tmp_path), "backend": backend, "memory_mb": 1}
+    )
+    cache = Runtime.create(s, service=service).cache
+    assert cache is not None
+    if expected == "memory":
+        assert cache.root is None and cache.memory is not None
+        assert cache.memory.max_bytes == 1024 * 1024
+        assert cache.namespace("judge") is cache.memory
+    else:
+        assert cache.root == tmp_path and cache.memory is None
+
+
+def test_memory_store_stays_within_its_budget_under_concurrent_writers() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nexagauge.graph.cache import MemoryStore
+
+    store = MemoryStore(max_bytes=50_000)
+
+    def write(worker: int) -> None:
+        for i in range(2_000):
+            store.put(f"{worker:02x}{i:062x}", bytes(100 + (i % 50)))
+            assert store.bytes <= store.max_bytes
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(write, range(8)))
+    assert 0 < store.bytes <= 50_000
+    assert store.bytes == sum(len(store.get(k) or b"") for k in list(store._data))
+    store.put("ff" * 32, bytes(60_000))  # larger than the whole budget: not stored
+    assert store.get("ff" * 32) is None and store.bytes <= 50_000

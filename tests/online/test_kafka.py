@@ -235,3 +235,44 @@ async def test_backpressure_pauses_partitions_but_stays_in_the_group(broker: Any
         gate.set()
         stop.set()
         await runner
+
+
+async def test_service_judges_identical_content_once_from_memory_not_disk(
+    broker: Any, tmp_path: Any
+) -> None:
+    """`serve`'s default cache (cache.backend = auto): a bounded in-memory LRU. A second trace
+    with the same question and answer costs no judge call, and nothing is written to disk."""
+    from support.openai_server import OpenAIServer
+
+    from nexagauge.graph.cache import MemoryStore
+    from nexagauge.settings import Settings
+
+    from .kafka_helpers import settings_dict
+    from .otlp import rand_tid, sdk_turn, traces_request
+
+    names = topics("mem")
+    await broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 1})
+    cache_dir = tmp_path / "cache"
+    with OpenAIServer() as judge:
+        d = settings_dict(broker.bootstrap, names)
+        d["judge"] = {"mode": "llm", "base_url": judge.base_url, "api_key": "k"}
+        d["cache"] = {"enabled": True, "dir": str(cache_dir)}
+        settings = Settings(**d)
+        rec = Recorder()
+        svc = OnlineService(settings, emitter=rec, serve_http=False)  # it builds its runtime
+        await svc.start()
+        stop = asyncio.Event()
+        runner = asyncio.ensure_future(svc.run_until(stop))
+        try:
+            assert svc.runtime is not None and svc.runtime.cache is not None
+            assert isinstance(svc.runtime.cache.memory, MemoryStore)
+            for n in (1, 2):  # one after the other: the second must find the first's answers
+                spans = sdk_turn(rand_tid(), "Where is Paris?", "Paris is in France.", docs=["x"])
+                await produce(broker.bootstrap, names["traces_topic"], [traces_request(spans)], 2)
+                assert await wait_for(lambda n=n: len(rec.cases) == n, 30), rec.cases
+            assert judge.stats.chat_requests == 2  # claims + relevance, for the first trace only
+            assert len(svc.runtime.cache.memory) > 0
+            assert not cache_dir.exists() or not any(cache_dir.rglob("*")), list(cache_dir.rglob("*"))
+        finally:
+            stop.set()
+            await runner
