@@ -220,3 +220,12 @@ def test_memory_store_stays_within_its_budget_under_concurrent_writers() -> None
     assert store.bytes == sum(len(store.get(k) or b"") for k in list(store._data))
     store.put("ff" * 32, bytes(60_000))  # larger than the whole budget: not stored
     assert store.get("ff" * 32) is None and store.bytes <= 50_000
+
+
+def test_node_cache_needs_exactly_one_backend(tmp_path: Path) -> None:
+    from nexagauge.graph.cache import MemoryStore
+
+    with pytest.raises(ValueError, match="either a directory or a MemoryStore"):
+        NodeCache()
+    with pytest.raises(ValueError, match="either a directory or a MemoryStore"):
+        NodeCache(tmp_path, memory=MemoryStore(10))
