@@ -306,6 +306,8 @@ class EvaluationSpanWriter:
             C.NG_EVALUATION_CASE_ID: target.case_id,
             C.NG_EVALUATION_STATUS: view.status,
             C.NG_EVALUATION_COST_USD: float(view.cost.cost),
+            C.NG_EVALUATION_INPUT_TOKENS: round(view.cost.input_tokens),
+            C.NG_EVALUATION_OUTPUT_TOKENS: round(view.cost.output_tokens),
         }
         if target.config_fingerprint:
             a[C.NG_EVALUATION_CONFIG_FINGERPRINT] = target.config_fingerprint

@@ -81,7 +81,8 @@ class EvaluationView:
     metrics: list[MetricView] = field(default_factory=list)
     #: metric node -> why it did not run (no judge, not eligible, prerequisite failed ...)
     skipped: dict[str, str] = field(default_factory=dict)
-    #: node -> judge spend now (zero for cache hits)
+    #: node -> its own judge spend now (zero for cache hits; aggregates ``eval``/``report`` only
+    #: restate the others' cost and are never listed)
     node_costs: dict[str, CostEstimate] = field(default_factory=dict)
     #: nodes served from the node cache that had cost judge calls when first computed
     cached_judge_nodes: list[str] = field(default_factory=list)
@@ -180,7 +181,7 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
     outputs: dict[str, NodeMetrics] = {}
     for name, o in result.outcomes.items():
         view.elapsed_s = max(view.elapsed_s, o.elapsed_s)
-        c = o.cost
+        c = o.spend  # aggregates (eval, report) restate the others' cost: never counted
         if c.cost or c.input_tokens or c.output_tokens:
             view.node_costs[name] = c
         if (

@@ -43,6 +43,7 @@ from nexagauge.graph.demand import unused_judge_nodes
 from nexagauge.graph.node import Node, NodeContext
 from nexagauge.graph.planner import Plan, plan
 from nexagauge.graph.runtime import Runtime
+from nexagauge.graph.topology import NodeKind, load_topology
 from nexagauge.nodes import load_node
 from nexagauge.schema.case import EvalCase, RecordError, parse_record
 from nexagauge.schema.results import CostEstimate, NodeMetrics
@@ -67,11 +68,27 @@ class NodeOutcome:
     elapsed_s: float = 0.0
     #: what the node cost when computed (a cache hit costs nothing now but keeps this)
     original_cost: CostEstimate | None = None
+    #: the node's kind in the topology (the executor sets it from its plan; a hand-built outcome
+    #: of a node of the bundled topology gets it from there)
+    kind: NodeKind | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind is None:
+            spec = load_topology().nodes.get(self.node)
+            self.kind = spec.kind if spec is not None else None
 
     @property
     def cost(self) -> CostEstimate:
+        """The ``cost`` of the node's output (an aggregate restates its inputs' costs here)."""
         c = getattr(self.output, "cost", None)
         return c if isinstance(c, CostEstimate) else CostEstimate()
+
+    @property
+    def spend(self) -> CostEstimate:
+        """What this node itself spent on judge calls now: its ``cost``, except for aggregate
+        nodes (``eval``, ``report``), whose cost is the sum of the others' and would count every
+        judge call again; zero for a cache hit."""
+        return CostEstimate() if self.kind == "aggregate" else self.cost
 
 
 @dataclass
@@ -96,7 +113,9 @@ class CaseResult:
 
     @property
     def cost(self) -> CostEstimate:
-        return CostEstimate.total([o.cost for o in self.outcomes.values()])
+        """The case's judge spend: every judge call made for it, counted once (the sum of each
+        node's :attr:`NodeOutcome.spend`; aggregates excluded, cache hits zero)."""
+        return CostEstimate.total([o.spend for o in self.outcomes.values()])
 
     def metric_outcomes(self) -> Iterable[NodeOutcome]:
         return (o for o in self.outcomes.values() if isinstance(o.output, NodeMetrics))
@@ -179,6 +198,7 @@ class Executor:
                 outcome = await self._decide(
                     name, case, reqs, spec.soft_requires, outputs, statuses, unused
                 )
+                outcome.kind = spec.kind
                 result.outcomes[name] = outcome
                 statuses[name] = (outcome.status, outcome.reason)
                 if outcome.status == "ok" and outcome.output is not None:

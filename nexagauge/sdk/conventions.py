@@ -209,8 +209,12 @@ NG_EVALUATION_CASE_ID: Final = "nexagauge.evaluation.case_id"
 NG_EVALUATION_CONFIG_FINGERPRINT: Final = "nexagauge.evaluation.config_fingerprint"
 #: Judge model used by the evaluation.
 NG_EVALUATION_JUDGE_MODEL: Final = "nexagauge.evaluation.judge_model"
-#: Estimated judge cost of the evaluation in USD (double).
+#: Judge cost of the evaluation in USD (double): every judge call made for it, counted once.
 NG_EVALUATION_COST_USD: Final = "nexagauge.evaluation.cost_usd"
+#: Judge input (prompt) tokens of the evaluation (int): every judge call made for it, once.
+NG_EVALUATION_INPUT_TOKENS: Final = "nexagauge.evaluation.input_tokens"
+#: Judge output (completion) tokens of the evaluation (int): every judge call made for it, once.
+NG_EVALUATION_OUTPUT_TOKENS: Final = "nexagauge.evaluation.output_tokens"
 #: Evaluation status: ``ok`` or ``failed``.
 NG_EVALUATION_STATUS: Final = "nexagauge.evaluation.status"
 
