@@ -366,12 +366,15 @@ class EvaluatorMetrics:
     ) -> None:
         """Count one judge call (``outcome``: ok|error|cached) and observe its latency.
 
+        A ``cached`` call (an answer served from the judge's or the node cache) made no request:
+        it is counted but its latency is not observed (it would drag the histogram towards 0).
         Tokens and USD are recorded by the :class:`~nexagauge.emit.emitter.Emitter` from each
         case's ``CostEstimate`` (once per evaluation, deduplicated); do not also report them here.
         """
         m, node = self._model(model), self._reasons("node", node)
-        self.judge_calls.labels(node=node, model=m, outcome=_enum(outcome, JUDGE_OUTCOMES)).inc()
-        if latency_s is not None and latency_s >= 0:
+        outcome = _enum(outcome, JUDGE_OUTCOMES)
+        self.judge_calls.labels(node=node, model=m, outcome=outcome).inc()
+        if outcome != "cached" and latency_s is not None and latency_s >= 0:
             self.judge_latency.labels(node=node, model=m).observe(latency_s)
 
     def set_budget(self, window: str, remaining_usd: float, exhausted: bool) -> None:

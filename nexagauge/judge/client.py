@@ -142,7 +142,8 @@ class LLMJudge:
         self._no_schema: dict[str, bool] = {}
         self._no_logprobs: dict[str, bool] = {}
         #: called after every HTTP attempt: ``observer(node, model, outcome, latency_s)`` with
-        #: outcome ``ok`` or ``error`` (the online evaluator points it at its Prometheus metrics)
+        #: outcome ``ok`` or ``error``, and with ``cached`` (latency 0) for each answer served from
+        #: the answer cache (the online evaluator points it at its Prometheus metrics)
         self.observer: Callable[[str, str, str, float], None] | None = None
         self._sem: asyncio.Semaphore | None = None
         self._limiter = RateLimiter(settings.requests_per_minute, settings.tokens_per_minute)
@@ -322,6 +323,9 @@ class LLMJudge:
                     value = None  # stale/corrupt entry: call again
                 if value is not None:
                     self.stats.cache_hits += 1
+                    # an answer served from the cache is a judge call that cost nothing: counted
+                    # as ``cached`` (no HTTP request was made, so no latency is meaningful)
+                    self._observe(node, s.model, "cached", 0.0)
                     info = CallInfo(calls=0, cached=True, model=s.model, prompt=prompt.id)
                     return _Outcome(value, CostEstimate(), None, info, entry.get("logprobs"))
 

@@ -65,24 +65,29 @@ def series_sum(m: EvaluatorMetrics, name: str, **match: str) -> tuple[float, set
     return total, nodes
 
 
-async def evaluate_turns(judge: Any, n: int) -> tuple[EvaluatorStage, RecordingEmitter]:
+async def evaluate_turns(
+    judge: Any, n: int, *, cache: bool = False, same_content: bool = False
+) -> tuple[EvaluatorStage, RecordingEmitter]:
+    """Evaluate ``n`` SDK turns (each its own trace) through the stage; ``same_content``: all
+    with the same question, answer and documents; ``cache``: serve's in-memory caches."""
     s = Settings(
         online={"trace_grace_s": 0.0},  # target eval: every metric branch, eval + report nodes
         sampling={"default_rate": 1.0, "budget_usd_per_hour": 100.0},
         judge={"base_url": judge.base_url, "api_key": "sk-loopback", "mode": "llm", "model": MODEL},
-        cache={"enabled": False},
+        cache={"enabled": cache},
     )
     metrics = EvaluatorMetrics()
     emitter = RecordingEmitter(
         metrics, EvaluationSpanWriter.in_memory(), EmitSettings(dedupe_journal=False)
     )
-    runtime = Runtime.create(s, use_cache=False)
+    runtime = Runtime.create(s, service=True)
     runtime.judge.observer = metrics.judge_call  # as the service wires it
     clock = Clock()
     stage = EvaluatorStage(s, runtime, emitter, metrics=metrics, clock=clock)
     for i in range(n):
-        q, a = f"Where is tower {i}?", f"Tower {i} is in Paris. It is tall. It is made of iron."
-        trace = traces_request(sdk_turn(rand_tid(), q, a, docs=[f"Tower {i} stands in Paris."]))
+        k = 0 if same_content else i
+        q, a = f"Where is tower {k}?", f"Tower {k} is in Paris. It is tall. It is made of iron."
+        trace = traces_request(sdk_turn(rand_tid(), q, a, docs=[f"Tower {k} stands in Paris."]))
         await stage.handle(TP, [record(i, trace)])
         clock.t += 1.0
         await stage.tick()
@@ -154,6 +159,32 @@ async def test_offline_summary_counts_cost_once(judge: Any) -> None:
             judge.stats.prompt_tokens,
             judge.stats.completion_tokens,
         )
+    finally:
+        await stage.runtime.aclose()
+        await emitter.aclose()
+
+
+async def test_cached_judge_answers_are_counted_as_cached(judge: Any) -> None:
+    """Identical content in another trace is judged 0 times: every answer it needed is counted as
+    ``judge_calls_total{outcome="cached"}``, and it costs nothing anywhere."""
+    judge.reset()
+    stage, emitter = await evaluate_turns(judge, 2, cache=True, same_content=True)
+    try:
+        first_calls = judge.stats.chat_requests
+        assert first_calls >= 3 and len(emitter.results) == 2
+        m = emitter.metrics
+        ok, ok_nodes = series_sum(m, "nexagauge_judge_calls_total", outcome="ok")
+        cached, cached_nodes = series_sum(m, "nexagauge_judge_calls_total", outcome="cached")
+        assert ok == first_calls  # the second trace sent nothing
+        assert cached == first_calls and cached_nodes == ok_nodes
+        lat, _ = series_sum(m, "nexagauge_judge_latency_seconds_count")
+        assert lat == first_calls  # cached answers made no request: no latency observed
+        spans = emitter.spans.memory.get_finished_spans()
+        costs = sorted(float((s.attributes or {})["nexagauge.evaluation.cost_usd"]) for s in spans)
+        assert costs[0] == 0.0 < costs[1]
+        assert emitter.results[1].cost == CostEstimate()
+        p_usd, _ = series_sum(m, "nexagauge_judge_cost_usd_total")
+        assert p_usd == pytest.approx(costs[1], rel=1e-9)
     finally:
         await stage.runtime.aclose()
         await emitter.aclose()
