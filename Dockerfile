@@ -30,7 +30,8 @@ RUN if [ -n "$TORCH_VERSION" ]; then \
 
 COPY pyproject.toml README.md ./
 COPY nexagauge ./nexagauge
-RUN if [ -n "$EXTRAS" ]; then pip install ".[$EXTRAS]"; else pip install .; fi
+# the evaluator is an extra of the package (the base install is the tracing SDK only)
+RUN pip install ".[evaluator${EXTRAS:+,$EXTRAS}]"
 
 COPY examples/demo_app ./examples/demo_app
 

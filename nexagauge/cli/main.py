@@ -52,12 +52,27 @@ def _load(name: str) -> tuple[ModuleType | None, str | None]:
     except ModuleNotFoundError as e:
         if e.name == f"nexagauge.cli.{name}":
             return None, f"the {name!r} command is not installed in this build"
-        return None, f"the {name!r} command cannot start: {e}"
+        return None, _missing_dependency(name, e) or f"the {name!r} command cannot start: {e}"
     except Exception as e:  # a broken module must not take the other commands down
         return None, f"the {name!r} command failed to load: {type(e).__name__}: {e}"
     if not (callable(getattr(mod, "add_parser", None)) and callable(getattr(mod, "run", None))):
         return None, f"the {name!r} command module lacks add_parser()/run()"
     return mod, None
+
+
+def _missing_dependency(command: str, exc: ModuleNotFoundError) -> str | None:
+    """The message for a third-party module missing because the evaluator extra is not installed.
+
+    The base install (``pip install nexagauge``) is the tracing SDK only; the commands need
+    ``pip install 'nexagauge[evaluator]'``. None when the missing module is part of nexagauge.
+    """
+    missing = (exc.name or "").partition(".")[0]
+    if not missing or missing == "nexagauge":
+        return None
+    return (
+        f"the {command!r} command needs the evaluator, which is not installed "
+        f"(missing module {missing!r}): pip install 'nexagauge[evaluator]'"
+    )
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
@@ -158,6 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(args))
     except CliError as e:
         print(f"nexagauge: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as e:
+        why = _missing_dependency(args.command, e)
+        if why is None:
+            raise
+        print(f"nexagauge: error: {why}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("\nnexagauge: interrupted", file=sys.stderr)

@@ -64,3 +64,47 @@ def test_lazy_evaluator_exports() -> None:
     assert "EvalCase" in dir(nexagauge)
     with pytest.raises(AttributeError, match="no attribute 'DoesNotExist'"):
         _ = nexagauge.DoesNotExist
+
+
+#: what OpenTelemetry itself imports (its own dependencies), besides the standard library
+OTEL_DEPS = {
+    "opentelemetry",
+    "typing_extensions",
+    "importlib_metadata",
+    "zipp",
+    "deprecated",
+    "wrapt",
+}
+
+
+def test_import_and_trace_load_only_stdlib_and_opentelemetry() -> None:
+    """Every module loaded by `import nexagauge` + a traced call is stdlib or OpenTelemetry's."""
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import nexagauge\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "nexagauge.configure(exporter=InMemorySpanExporter(), batch=False, set_global=False)\n"
+        "@nexagauge.trace\n"
+        "def f(question, context):\n"
+        "    with nexagauge.retrieval(query=question) as r:\n"
+        "        r.add([{'id': 1, 'text': 'doc', 'metadata': {'token': 'x'}}])\n"
+        "    raise ValueError('boom')\n"
+        "try:\n"
+        "    f('q', ['c'])\n"
+        "except ValueError:\n"
+        "    pass\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "print(sorted(new - set(sys.stdlib_module_names)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", "import site; site.main()\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    third_party = set(eval(out.stdout.strip()))  # a printed list of names
+    assert "nexagauge" in third_party and "opentelemetry" in third_party
+    unexpected = third_party - OTEL_DEPS - {"nexagauge"}
+    assert not unexpected, f"the SDK path loaded {sorted(unexpected)}"
