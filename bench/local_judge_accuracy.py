@@ -7,10 +7,9 @@ Recomputes the numbers of ``docs/local-judge.md`` from ``tests/data/relevance_pa
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate # re-pick thresholds
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --json      # machine-readable
 
-``--lexicon`` picks the lexical features: ``auto`` (WordNet when a database is installed, as the
-judge does), ``wordnet`` or ``none``; each has its own calibrated thresholds
-(``CALIBRATED_WORDNET``, ``CALIBRATED_PLAIN`` in :mod:`nexagauge.judge.local`).
-``--calibrate`` runs :func:`nexagauge.judge.local.calibrate` on the *calibration* half only and
+The judge uses only its built-in word lists (no host lexicon), so every machine gets the same
+numbers. ``--calibrate`` runs :func:`nexagauge.judge.local_calibrate.calibrate` on the
+*calibration* half only and
 reports whether the result equals the shipped thresholds. The
 test ``tests/local/test_calibration.py`` imports this module and asserts the same thing plus
 held-out accuracy >= 0.85 on clear pairs.
@@ -36,16 +35,12 @@ DATA = ROOT / "tests" / "data"
 TARGET_ACCURACY = 0.85
 
 from nexagauge.judge.embeddings import create_embedder  # noqa: E402
-from nexagauge.judge.local import (  # noqa: E402
-    CALIBRATED_PLAIN,
-    CALIBRATED_WORDNET,
-    BinaryStats,
+from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, calibrate  # noqa: E402
+from nexagauge.judge.local_decide import (  # noqa: E402
+    CALIBRATED,
     LocalThresholds,
-    binary_stats,
-    calibrate,
     decide_grounding,
     decide_relevance,
-    default_lexicon,
     grounding_features,
 )
 from nexagauge.judge.segment import sentences  # noqa: E402
@@ -86,24 +81,7 @@ async def prepare(embedder: Any = None) -> Prepared:
     return Prepared(rel, rel_sims, grd, inputs)
 
 
-def lexicon_for(name: str) -> Any:
-    """``"none"`` -> None; ``"wordnet"`` -> the installed WordNet (error if missing); ``"auto"``."""
-    if name == "none":
-        return None
-    lex = default_lexicon()
-    if lex is None and name == "wordnet":
-        raise SystemExit("no WordNet database installed (Debian: apt-get install wordnet-base)")
-    return lex
-
-
-def shipped(lexicon: Any) -> LocalThresholds:
-    """The shipped thresholds for ``lexicon`` (WordNet or none)."""
-    return CALIBRATED_WORDNET if lexicon is not None else CALIBRATED_PLAIN
-
-
-def calibrate_on(
-    prep: Prepared, split: str = "calibration", lexicon: Any = None
-) -> LocalThresholds:
+def calibrate_on(prep: Prepared, split: str = "calibration") -> LocalThresholds:
     ri = [i for i, r in enumerate(prep.relevance) if r["split"] == split]
     gi = [i for i, r in enumerate(prep.grounding) if r["split"] == split]
     return calibrate(
@@ -111,8 +89,7 @@ def calibrate_on(
         [prep.relevance[i]["label"] == "on_topic" for i in ri],
         [prep.grounding_inputs[i] for i in gi],
         [prep.grounding[i]["label"] == "supported" for i in gi],
-        evidence_sentences=CALIBRATED_PLAIN.evidence_sentences,
-        lexicon=lexicon,
+        evidence_sentences=CALIBRATED.evidence_sentences,
     )
 
 
@@ -123,9 +100,7 @@ class Row:
     stats: BinaryStats
 
 
-def evaluate(
-    prep: Prepared, thr: LocalThresholds, split: str = "heldout", lexicon: Any = None
-) -> list[Row]:
+def evaluate(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list[Row]:
     """Accuracy/kappa per task on ``split``: all pairs, clear pairs, and per kind (accuracy)."""
     rows: list[Row] = []
     rel = [
@@ -142,9 +117,7 @@ def evaluate(
     grd_pred = [
         (
             r,
-            decide_grounding(
-                grounding_features(c, ss, sims, thr.evidence_sentences, lexicon), thr
-            )[0],
+            decide_grounding(grounding_features(c, ss, sims, thr.evidence_sentences), thr)[0],
             r["label"] == "supported",
         )
         for r, (c, ss, sims) in grd
@@ -173,9 +146,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def errors(
-    prep: Prepared, thr: LocalThresholds, split: str = "heldout", lexicon: Any = None
-) -> list[str]:
+def errors(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list[str]:
     """The misjudged pairs of ``split`` (for inspecting failure modes)."""
     out = []
     for r, s in zip(prep.relevance, prep.relevance_sims, strict=True):
@@ -184,7 +155,7 @@ def errors(
                 f"relevance {r['kind']:<11} sim={s:.3f} Q={r['question']!r} C={r['claim']!r}"
             )
     for r, (c, ss, sims) in zip(prep.grounding, prep.grounding_inputs, strict=True):
-        f = grounding_features(c, ss, sims, thr.evidence_sentences, lexicon)
+        f = grounding_features(c, ss, sims, thr.evidence_sentences)
         if r["split"] == split and decide_grounding(f, thr)[0] != (r["label"] == "supported"):
             out.append(f"grounding {r['kind']:<11} {f.as_dict()} C={c!r}")
     return out
@@ -197,19 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--errors", action="store_true", help="list misjudged held-out pairs")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--lexicon", choices=["auto", "wordnet", "none"], default="auto")
     args = ap.parse_args(argv)
-    lexicon = lexicon_for(args.lexicon)
     t0 = time.perf_counter()
     prep = asyncio.run(prepare())
     t_embed = time.perf_counter() - t0
-    thr = shipped(lexicon)
+    thr = CALIBRATED
     if args.calibrate:
-        thr = calibrate_on(prep, lexicon=lexicon)
-        same = thr == shipped(lexicon)
+        thr = calibrate_on(prep)
+        same = thr == CALIBRATED
         print(f"calibrated on the calibration half: {thr}")
-        print("equals the shipped thresholds" if same else f"DIFFERS from {shipped(lexicon)}")
-    rows = evaluate(prep, thr, lexicon=lexicon)
+        print("equals the shipped thresholds" if same else f"DIFFERS from {CALIBRATED}")
+    rows = evaluate(prep, thr)
     if args.json:
         print(json.dumps([{"task": r.task, "subset": r.subset, **asdict(r.stats)} for r in rows]))
     else:
@@ -221,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(table(rows))
     if args.errors:
-        print("\n".join(errors(prep, thr, lexicon=lexicon)))
+        print("\n".join(errors(prep, thr)))
     clear = [r for r in rows if r.subset == "clear"]
     return 0 if all(r.stats.accuracy >= TARGET_ACCURACY for r in clear) else 1
 

@@ -260,6 +260,10 @@ class Emitter:
             if judge_models
             else (self._judge_model("", view) if view.judge else None)
         )
+        if view.judge == "local" and view.judge_model:
+            # the span names the variant (embedder, lexicon, calibration); metric labels stay
+            # "local" to keep their cardinality at one
+            judge_model = view.judge_model
         try:
             self.spans.write(
                 target, view, start_ns=started_ns, end_ns=int(now * 1e9), judge_model=judge_model

@@ -90,6 +90,9 @@ class EvaluationView:
     case_error: str | None = None
     #: ``llm``/``local``/``None`` as reported by the eval summary
     judge: str | None = None
+    #: the judge variant as reported by the eval summary (the local judge: embedder, lexicon,
+    #: calibration)
+    judge_model: str | None = None
     #: total judge spend now
     cost: CostEstimate = field(default_factory=CostEstimate)
     #: longest node run time (a lower bound of the evaluation's duration)
@@ -220,6 +223,7 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
     summary = _summary(result)
     if summary is not None:
         view.judge = summary.judge
+        view.judge_model = summary.judge_model
         for em in summary.metrics:
             acc, rej, why = details(em.node, em.name)
             view.metrics.append(

@@ -146,7 +146,9 @@ def _make_judge(settings: Settings, rt: Runtime) -> Any:
         from nexagauge.judge.local import LocalJudge
     except ImportError:
         return None
-    return LocalJudge(settings, rt)
+    # the judge gets what it needs, not the runtime: the shared embedder (built on first use)
+    # and the CPU offload function
+    return LocalJudge(settings, embedder_factory=lambda: rt.embedder, offload=rt.to_thread)
 
 
 def _default_embedder_factory(settings: Settings) -> Callable[[], Any]:

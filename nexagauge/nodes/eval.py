@@ -45,6 +45,8 @@ class EvalSummary(BaseModel):
     nodes: dict[str, NodeStatus] = Field(default_factory=dict)
     cost: CostEstimate = Field(default_factory=CostEstimate)
     judge: str | None = None
+    #: which variant judged (the local judge: embedder, lexicon and calibration version)
+    judge_model: str | None = None
 
 
 def threshold_for(ctx: NodeContext, node: str, metric: str) -> float:
@@ -69,7 +71,10 @@ class EvalNode(Node):
         return False  # cheap, and it depends on statuses rather than cached content
 
     async def run(self, ctx: NodeContext) -> EvalSummary:
-        summary = EvalSummary(judge=ctx.runtime.judge_kind)
+        describe = getattr(ctx.runtime.judge, "describe", None)
+        summary = EvalSummary(
+            judge=ctx.runtime.judge_kind, judge_model=describe() if callable(describe) else None
+        )
         costs: list[CostEstimate] = []
         for node, (status, reason) in ctx.statuses.items():
             out: Any = ctx.upstream.get(node)

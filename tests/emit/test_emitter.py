@@ -174,7 +174,10 @@ async def test_cached_nodes_count_as_cached_calls(settings: Settings) -> None:
 async def test_local_judge_model_label(settings: Settings) -> None:
     res = judged_result()
     summary = res.outcomes["eval"].output
-    res.outcomes["eval"].output = summary.model_copy(update={"judge": "local"})  # type: ignore[union-attr]
+    variant = "local:all-MiniLM-L6-v2 lexicon=builtin.v1 calibration=cal.x"
+    res.outcomes["eval"].output = summary.model_copy(  # type: ignore[union-attr]
+        update={"judge": "local", "judge_model": variant}
+    )
     e = make_emitter(settings)
     await e.emit(target(), res)
     assert (
@@ -187,6 +190,9 @@ async def test_local_judge_model_label(settings: Settings) -> None:
         )
         == 900.0
     )
+    # the evaluation span names the variant that judged (the metric label stays "local")
+    (span,) = e.spans.memory.get_finished_spans()
+    assert dict(span.attributes or {})["nexagauge.evaluation.judge_model"] == variant
 
 
 async def test_emitter_with_emit_settings_only(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 from nexagauge.judge.embeddings import LocalEmbedder
-from nexagauge.judge.local import CALIBRATED_PLAIN, CALIBRATED_WORDNET, default_lexicon
+from nexagauge.judge.local import CALIBRATED
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,23 +61,13 @@ def prepared(embedder: LocalEmbedder) -> object:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("lexicon_name", ["none", "wordnet"])
-def test_calibration_reproduces_thresholds_and_meets_the_target(
-    prepared: object, lexicon_name: str
-) -> None:
-    if lexicon_name == "wordnet":
-        lexicon = default_lexicon()
-        if lexicon is None:
-            pytest.skip("no WordNet database installed (Debian wordnet-base)")
-        shipped = CALIBRATED_WORDNET
-    else:
-        lexicon, shipped = None, CALIBRATED_PLAIN
-    assert bench.calibrate_on(prepared, "calibration", lexicon) == shipped
-    rows = bench.evaluate(prepared, shipped, "heldout", lexicon)
+def test_calibration_reproduces_thresholds_and_meets_the_target(prepared: object) -> None:
+    assert bench.calibrate_on(prepared, "calibration") == CALIBRATED
+    rows = bench.evaluate(prepared, CALIBRATED, "heldout")
     stats = {(r.task, r.subset): r.stats for r in rows}
     for task in ("relevance", "grounding"):
         clear = stats[(task, "clear")]
         assert clear.n >= 100
         assert clear.accuracy >= bench.TARGET_ACCURACY, (task, clear)
         assert clear.kappa >= 0.6, (task, clear)
-    print(f"\nlexicon={lexicon_name}\n" + bench.table(rows))
+    print("\n" + bench.table(rows))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,8 @@ from nexagauge.judge.base import NEEDS_LLM, Judge
 from nexagauge.judge.embeddings import LocalEmbedder
 from nexagauge.judge.local import (
     CALIBRATED,
+    CALIBRATION_VERSION,
+    LEXICON,
     LocalJudge,
     binary_stats,
     content_words,
@@ -187,6 +194,11 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
     assert [c["verdict"] for c in grd.result] == ["ACCEPTED", "REJECTED", "REJECTED"]
     assert grd.result[1]["label"] == "contradicted"
     assert rel.score == pytest.approx(1 / 3) and grd.score == pytest.approx(1 / 3)
+    # the case summary names the variant that judged
+    summary = res.outcomes["eval"].output
+    assert summary.judge == "local"  # type: ignore[union-attr]
+    assert summary.judge_model == rt.judge.describe()  # type: ignore[union-attr]
+    assert rel.meta["calibration"] == CALIBRATION_VERSION and rel.meta["lexicon"] == LEXICON
     # nodes that need a real LLM are skipped, saying why
     for node in ("redteam", "geval_steps"):
         assert res.outcomes[node].status == "skipped"
@@ -207,8 +219,43 @@ def test_meta_flags_an_uncalibrated_embedding_backend() -> None:
 
 @pytest.mark.integration
 def test_meta_of_the_calibrated_model(embedder: LocalEmbedder) -> None:
-    meta = LocalJudge(embedder=embedder).result_meta()
+    judge = LocalJudge(embedder=embedder)
+    meta = judge.result_meta()
     assert "uncalibrated" not in meta and meta["model"] == "local:all-MiniLM-L6-v2"
+    # every result says which variant judged: embedder, lexicon, calibration version
+    assert meta["embedder"] == "local:all-MiniLM-L6-v2"
+    assert meta["lexicon"] == LEXICON and meta["calibration"] == CALIBRATION_VERSION
+    assert judge.describe() == (
+        f"local:all-MiniLM-L6-v2 lexicon={LEXICON} calibration={CALIBRATION_VERSION}"
+    )
+
+
+def test_verdicts_do_not_depend_on_an_installed_wordnet(tmp_path: Path) -> None:
+    """The judge reads no lexicon from the host: with a WordNet database on the search path
+    (``WNSEARCHDIR``, as Debian's ``wordnet-base`` would provide) nothing WordNet-related is
+    even imported, and the features of a synonym paraphrase are the same."""
+    db = tmp_path / "dict"
+    db.mkdir()
+    for f in ("index.noun", "index.verb", "index.adj", "index.adv", "data.noun", "data.verb",
+              "data.adj", "data.adv"):  # fmt: skip
+        (db / f).write_text("")
+    code = (
+        "import sys, json\n"
+        "from nexagauge.judge import local\n"
+        "from nexagauge.graph.runtime import Runtime\n"
+        "f = local.grounding_features('The work finished in 1889.', "
+        "['The work was completed in 1889.'], [0.9])\n"
+        "print(json.dumps([f.as_dict(), sorted(m for m in sys.modules "
+        "if 'wordnet' in m or m.startswith('nltk'))]))\n"
+    )
+    outs = []
+    for env_extra in ({}, {"WNSEARCHDIR": str(db)}):
+        env = {**os.environ, **env_extra}
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           check=True)  # fmt: skip
+        outs.append(json.loads(r.stdout))
+    assert outs[0] == outs[1]
+    assert outs[0][1] == []  # neither nexagauge.text.wordnet nor nltk was loaded
 
 
 def test_runtime_defaults_to_the_local_judge_without_a_key(
@@ -221,3 +268,33 @@ def test_runtime_defaults_to_the_local_judge_without_a_key(
         monkeypatch.delenv(var, raising=False)
     rt = Runtime.create(Settings(), use_cache=False)
     assert isinstance(rt.judge, LocalJudge) and rt.judge_kind == "local"
+    assert not hasattr(rt.judge, "runtime")  # it holds an embedder factory and offload only
+
+
+async def test_the_judge_offloads_through_the_function_it_is_given() -> None:
+    import numpy as np
+
+    calls: list[str] = []
+
+    async def offload(fn: Callable[..., object], *args: object) -> object:
+        calls.append(getattr(fn, "__name__", "fn"))
+        return fn(*args)
+
+    class Fixed:
+        name = "test:fixed"
+
+        async def embed(self, texts: list[str]) -> np.ndarray:
+            v = np.ones((len(texts), 4), dtype=np.float32)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+        async def aclose(self) -> None:
+            return None
+
+    built: list[Fixed] = []
+    judge = LocalJudge(embedder_factory=lambda: built.append(Fixed()) or built[-1],
+                       offload=offload)  # fmt: skip
+    assert built == []  # nothing is built before the first use
+    out = await judge.judge_claims("grounding", _claims("Paris is in France."),
+                                   "Paris is in France.", GroundingConfig(), node="grounding")  # fmt: skip
+    assert out.ok and [v.label for v in out.verdicts] == ["supported"]
+    assert len(built) == 1 and calls  # the CPU part went through the given offload
