@@ -1,0 +1,242 @@
+"""Accuracy of the local judge on the second labelled set (issue 17), with confidence intervals.
+
+Runs the judge exactly as the ``relevance`` / ``grounding`` nodes do (``judge_claims`` through
+the judge protocol, one call per case with all of the answer's sentences in answer order, so a
+judge may use earlier sentences) on one split of ``tests/data/local_judge_v2/`` and reports,
+per task: accuracy with a 95% Wilson interval, Cohen's kappa, precision/recall of the positive
+label, and accuracy with its interval per ``kind``. Fully offline::
+
+    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py                      # held-out split
+    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --split calibration  # the other half
+    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --errors --json out.json
+
+The held-out split is for reporting only: calibrate on ``--split calibration`` (see
+:func:`load`). The numbers in ``docs/local-judge.md`` ("Evaluation set v2") come from this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "local_judge_v2"
+TASKS = ("relevance", "grounding")
+POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
+Z95 = 1.959963984540054
+
+
+def load(task: str, split: str | None = None) -> list[dict[str, Any]]:
+    """Rows of ``task`` (one per sentence), only those of ``split`` when given.
+
+    Example:
+        >>> rows = load("relevance", "calibration")
+        >>> {r["split"] for r in rows}
+        {'calibration'}
+    """
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    path = DATA / f"{task}.jsonl"
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return [r for r in rows if split is None or r["split"] == split]
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k / n`` (95% by default); ``(0, 1)`` when n = 0.
+
+    Unlike the normal approximation it stays inside [0, 1] and is usable at 0 or n successes.
+
+    Example:
+        >>> lo, hi = wilson(90, 100)
+        >>> round(lo, 3), round(hi, 3)
+        (0.826, 0.945)
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cohen_kappa(pred: Sequence[bool], gold: Sequence[bool]) -> float:
+    """Cohen's kappa of two binary raters (0 when chance agreement is 1, e.g. one class only).
+
+    Example:
+        >>> cohen_kappa([True, False, True, False], [True, False, False, False])
+        0.5
+    """
+    n = len(gold)
+    if n == 0 or len(pred) != n:
+        raise ValueError("pred and gold must be non-empty and of equal length")
+    po = sum(p == g for p, g in zip(pred, gold, strict=True)) / n
+    pp, pg = sum(pred) / n, sum(gold) / n
+    pe = pp * pg + (1 - pp) * (1 - pg)
+    return 0.0 if pe >= 1 else (po - pe) / (1 - pe)
+
+
+@dataclass
+class Score:
+    """Accuracy of one subset, with its 95% Wilson interval."""
+
+    n: int
+    correct: int
+    accuracy: float
+    ci_low: float
+    ci_high: float
+
+    @classmethod
+    def of(cls, pred: Sequence[bool], gold: Sequence[bool]) -> Score:
+        k = sum(p == g for p, g in zip(pred, gold, strict=True))
+        n = len(gold)
+        lo, hi = wilson(k, n)
+        return cls(n, k, k / n if n else 0.0, lo, hi)
+
+
+@dataclass
+class TaskReport:
+    task: str
+    split: str
+    overall: Score
+    kappa: float
+    precision: float
+    recall: float
+    per_kind: dict[str, Score]
+    per_label: dict[str, Score]
+    errors: list[dict[str, Any]]
+
+
+def report(task: str, split: str, rows: Sequence[dict[str, Any]], pred: Sequence[bool]) -> TaskReport:
+    """Scores of predictions ``pred`` (True = positive label) for ``rows``."""
+    gold = [r["label"] == POSITIVE[task] for r in rows]
+    tp = sum(p and g for p, g in zip(pred, gold, strict=True))
+    groups: dict[str, dict[str, list[int]]] = {"kind": defaultdict(list), "label": defaultdict(list)}
+    for i, r in enumerate(rows):
+        groups["kind"][r["kind"]].append(i)
+        groups["label"][r["label"]].append(i)
+
+    def sub(idx: list[int]) -> Score:
+        return Score.of([pred[i] for i in idx], [gold[i] for i in idx])
+
+    errs = [
+        {"id": r["id"], "kind": r["kind"], "label": r["label"], "claim": r["claim"]}
+        for r, p, g in zip(rows, pred, gold, strict=True)
+        if p != g
+    ]
+    return TaskReport(
+        task,
+        split,
+        Score.of(pred, gold),
+        cohen_kappa(pred, gold),
+        tp / max(1, sum(pred)),
+        tp / max(1, sum(gold)),
+        {k: sub(v) for k, v in sorted(groups["kind"].items())},
+        {k: sub(v) for k, v in sorted(groups["label"].items())},
+        errs,
+    )
+
+
+async def predict(judge: Any, task: str, rows: Sequence[dict[str, Any]]) -> list[bool]:
+    """The judge's verdict (True = on-topic / supported) for every row, one call per case.
+
+    Each call gets the case's whole answer in order, as the claims node would produce it.
+    """
+    from nexagauge.judge.base import LABEL_SUPPORTED, LABEL_YES
+    from nexagauge.schema.case import GroundingConfig, RelevanceConfig
+    from nexagauge.schema.results import Claim, Item
+
+    by_case: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        by_case[r["item"]].append(i)
+    out: list[bool | None] = [None] * len(rows)
+    knobs = RelevanceConfig() if task == "relevance" else GroundingConfig()
+    accept = LABEL_YES if task == "relevance" else LABEL_SUPPORTED
+    for case, idx in by_case.items():
+        idx.sort(key=lambda i: rows[i]["position"])
+        claims = [
+            Claim(item=Item(id=str(k), text=rows[i]["claim"], tokens=1.0), source_chunk_index=0)
+            for k, i in enumerate(idx)
+        ]
+        target = rows[idx[0]]["question" if task == "relevance" else "context"]
+        res = await judge.judge_claims(task, claims, target, knobs, node=task)
+        if not res.ok or len(res.verdicts) != len(idx):
+            raise RuntimeError(f"{task} case {case}: judge failed: {res.error}")
+        for i, v in zip(idx, res.verdicts, strict=True):
+            out[i] = v.label == accept
+    return [bool(p) for p in out]
+
+
+def make_judge() -> Any:
+    """The local judge as a user gets it (packaged embedder, default settings)."""
+    from nexagauge.judge.embeddings import create_embedder
+    from nexagauge.judge.local import LocalJudge
+    from nexagauge.settings import EmbeddingSettings
+
+    return LocalJudge(embedder=create_embedder(EmbeddingSettings()))
+
+
+def _fmt(s: Score) -> str:
+    return f"{s.accuracy:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+
+
+def table(reports: Sequence[TaskReport]) -> str:
+    lines = []
+    for r in reports:
+        lines.append(
+            f"{r.task} ({r.split}): n={r.overall.n} accuracy {_fmt(r.overall)} kappa {r.kappa:.3f} "
+            f"precision {r.precision:.3f} recall {r.recall:.3f}"
+        )
+        for name, s in [*r.per_label.items(), *r.per_kind.items()]:
+            lines.append(f"  {name:<28} n={s.n:>4} {_fmt(s)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--split", choices=["heldout", "calibration", "all"], default="heldout")
+    ap.add_argument("--task", choices=[*TASKS, "both"], default="both")
+    ap.add_argument("--json", type=Path, help="write the full report (with errors) here")
+    ap.add_argument("--errors", action="store_true", help="print every misjudged sentence")
+    args = ap.parse_args(argv)
+    split = None if args.split == "all" else args.split
+    judge = make_judge()
+    tasks = TASKS if args.task == "both" else (args.task,)
+    t0 = time.perf_counter()
+    reports = []
+    for task in tasks:
+        rows = load(task, split)
+        pred = asyncio.run(predict(judge, task, rows))
+        reports.append(report(task, args.split, rows, pred))
+    elapsed = time.perf_counter() - t0
+    meta = judge.result_meta()
+    print(f"judge {json.dumps(meta)}; {elapsed:.1f}s")
+    print(table(reports))
+    if args.errors:
+        for r in reports:
+            for e in r.errors:
+                print(f"{r.task} {e['kind']:<26} gold={e['label']:<11} {e['claim']}")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"judge": meta, "seconds": elapsed, "reports": [asdict(r) for r in reports]},
+                       indent=1),
+            "utf-8",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

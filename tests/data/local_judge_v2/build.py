@@ -1,0 +1,197 @@
+"""Build the second labelled set of the local judge (issue 17) from its hand-written source.
+
+Source (written by hand, reviewed as text): ``src/relevance.txt`` and ``src/grounding.txt``.
+Each file is a list of *cases*; a case is one question (relevance) or one context passage
+(grounding) plus one answer of several sentences, in answer order, each with a label and a
+``kind`` saying what it tests::
+
+    === med-ibuprofen-dose | medicine
+    Q: How often can an adult take ibuprofen for a headache?
+    + direct: Adults can take 200 to 400 mg every four to six hours.
+    + pronoun_ref: It should be taken with food.
+    - same_subject_trivia: Ibuprofen was first sold in 1969.
+
+``+`` marks the positive label (``on_topic`` / ``supported``), ``-`` the negative one
+(``off_topic`` / ``unsupported``). Grounding cases have a ``C:`` line (the context) instead of
+``Q:``; a ``Q:`` line there is optional (the question the answer was written for). Lines
+starting with ``#`` are comments. The labelling rule is in ``docs/local-judge.md`` ("Labelling
+rule"); labels follow it, never the kind.
+
+Outputs (committed; regenerate with ``python tests/data/local_judge_v2/build.py``):
+``relevance.jsonl`` and ``grounding.jsonl``, one sentence per line, a superset of the first
+set's format (``tests/data/relevance_pairs.jsonl``): ``id``, ``item`` (the case id), ``domain``,
+``split``, ``question`` / ``context``, ``claim``, ``label``, ``kind``, ``clear`` and, new,
+``position`` (index of the sentence in its answer) and ``previous`` (the answer's earlier
+sentences, which a judge may use to resolve "it", "they").
+
+Split: by case, never by sentence; stratified by kind. Cases are taken in the order of the
+BLAKE2b hash of their id and each goes to the half (``calibration`` / ``heldout``) that keeps the
+per-(label, kind) sentence counts, the case counts and the sentence counts of the halves closest
+(ties: the hash). Calibration must only ever read the ``calibration`` half.
+
+Example:
+    >>> rel = build("relevance")
+    >>> len(rel) >= 400 and {r["split"] for r in rel} == {"calibration", "heldout"}
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE / "src"
+TASKS = ("relevance", "grounding")
+LABELS = {"relevance": ("on_topic", "off_topic"), "grounding": ("supported", "unsupported")}
+SPLITS = ("calibration", "heldout")
+# Kinds that are hard on purpose; ``clear`` is False for them (as in the first set).
+HARD_KINDS = frozenset(
+    {
+        "same_subject_trivia", "tangent", "wrong_but_on_topic", "paraphrase_no_shared_word",
+        "contradiction", "wrong_number", "wrong_date", "negation_flip", "over_generalisation",
+        "entity_swap", "absent_fact", "partial_support",
+    }
+)
+_SENT = re.compile(r"^([+-])\s*([a-z_]+):\s+(\S.*)$")
+
+
+@dataclass
+class Case:
+    """One question/context with its answer sentences, as written in the source."""
+
+    id: str
+    domain: str
+    line: int
+    question: str = ""
+    context: str = ""
+    sentences: list[tuple[str, str, bool]] = field(default_factory=list)  # (kind, text, positive)
+
+
+def parse(task: str, text: str) -> list[Case]:
+    """Parse one source file; errors name the line."""
+    cases: list[Case] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("==="):
+            head = line[3:].split("|")
+            if len(head) != 2 or not head[0].strip() or not head[1].strip():
+                raise ValueError(f"line {n}: expected '=== case-id | domain'")
+            cases.append(Case(head[0].strip(), head[1].strip(), n))
+            continue
+        if not cases:
+            raise ValueError(f"line {n}: text before the first '===' case header")
+        case = cases[-1]
+        if line.startswith("Q:"):
+            case.question = line[2:].strip()
+        elif line.startswith("C:"):
+            case.context = line[2:].strip()
+        elif m := _SENT.match(line):
+            case.sentences.append((m.group(2), m.group(3).strip(), m.group(1) == "+"))
+        else:
+            raise ValueError(f"line {n}: not a '=== ', 'Q:', 'C:', '+ kind: ' or '- kind: ' line")
+    for c in cases:
+        target = c.question if task == "relevance" else c.context
+        if not target:
+            raise ValueError(f"case {c.id} (line {c.line}): no {'Q:' if task == 'relevance' else 'C:'}")
+        if not c.sentences:
+            raise ValueError(f"case {c.id} (line {c.line}): no sentences")
+    ids = [c.id for c in cases]
+    dup = [i for i, k in Counter(ids).items() if k > 1]
+    if dup:
+        raise ValueError(f"duplicate case ids: {dup}")
+    return cases
+
+
+def _h(s: str) -> str:
+    return hashlib.blake2b(s.encode(), digest_size=8).hexdigest()
+
+
+def assign_splits(cases: list[Case]) -> dict[str, str]:
+    """Case id -> split: greedy, stratified by (label, kind), deterministic (see module doc)."""
+    counts = {s: Counter[tuple[bool, str]]() for s in SPLITS}
+    n_cases = dict.fromkeys(SPLITS, 0)
+    n_sents = dict.fromkeys(SPLITS, 0)
+    out: dict[str, str] = {}
+    # big cases first spread best; the hash orders cases of equal size
+    for c in sorted(cases, key=lambda c: (-len(c.sentences), _h(c.id))):
+        mine = Counter((pos, kind) for kind, _, pos in c.sentences)
+
+        def cost(to: str, mine: Counter[tuple[bool, str]] = mine, c: Case = c) -> float:
+            other = SPLITS[1 - SPLITS.index(to)]
+            keys = set(counts[to]) | set(counts[other]) | set(mine)
+            imb = float(sum(abs(counts[to][k] + mine[k] - counts[other][k]) for k in keys))
+            imb += abs(n_cases[to] + 1 - n_cases[other]) * 2
+            imb += abs(n_sents[to] + len(c.sentences) - n_sents[other]) * 0.5
+            return imb
+
+        a, b = cost(SPLITS[0]), cost(SPLITS[1])
+        to = SPLITS[0] if a < b else SPLITS[1] if b < a else SPLITS[int(_h(c.id), 16) % 2]
+        out[c.id] = to
+        counts[to].update(mine)
+        n_cases[to] += 1
+        n_sents[to] += len(c.sentences)
+    return out
+
+
+def rows_of(task: str, cases: list[Case]) -> list[dict[str, Any]]:
+    """The output rows of ``task`` (one per sentence), cases in source order."""
+    split = assign_splits(cases)
+    pos_label, neg_label = LABELS[task]
+    prefix = "rel2" if task == "relevance" else "grd2"
+    rows: list[dict[str, Any]] = []
+    for c in cases:
+        answer = [t for _, t, _ in c.sentences]
+        for i, (kind, text, positive) in enumerate(c.sentences):
+            row: dict[str, Any] = {
+                "id": f"{prefix}-{c.id}-{i}",
+                "item": c.id,
+                "domain": c.domain,
+                "split": split[c.id],
+            }
+            if task == "relevance":
+                row["question"] = c.question
+            else:
+                row["context"] = c.context
+                if c.question:
+                    row["question"] = c.question
+            row |= {
+                "claim": text,
+                "label": pos_label if positive else neg_label,
+                "kind": kind,
+                "clear": kind not in HARD_KINDS,
+                "position": i,
+                "previous": answer[:i],
+            }
+            rows.append(row)
+    return rows
+
+
+def build(task: str) -> list[dict[str, Any]]:
+    """Rows of ``task`` built from ``src/<task>.txt``."""
+    return rows_of(task, parse(task, (SRC / f"{task}.txt").read_text("utf-8")))
+
+
+def output_path(task: str) -> Path:
+    return HERE / f"{task}.jsonl"
+
+
+def main() -> None:
+    for task in TASKS:
+        rows = build(task)
+        output_path(task).write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8"
+        )
+        by = Counter((r["split"], r["label"]) for r in rows)
+        print(f"{task}: {len(rows)} sentences, {len({r['item'] for r in rows})} cases; {dict(by)}")
+
+
+if __name__ == "__main__":
+    main()

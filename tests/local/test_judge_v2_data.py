@@ -1,0 +1,163 @@
+"""The second labelled set of the local judge (issue 17) is well-formed (fast: no model).
+
+Checks what ``docs/local-judge.md`` ("Evaluation set v2") promises about
+``tests/data/local_judge_v2/``: the committed files are exactly what the builder makes from the
+hand-written source, every row has the schema and a valid label, splits are by case (no question
+or context text in both halves), both halves hold both labels and every frequent kind, the set is
+big enough, and sentences tagged ``paraphrase_no_shared_word`` really share no content word with
+the question (relevance) or the context (grounding).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MIN_SENTENCES = 200  # raised to 400 once the whole set is written
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+builder = _load("local_judge_v2_build", ROOT / "tests" / "data" / "local_judge_v2" / "build.py")
+evalmod = _load("local_judge_eval_bench", ROOT / "bench" / "local_judge_eval.py")
+
+REQUIRED_KINDS = {
+    "relevance": {
+        ("on_topic", "direct"), ("on_topic", "paraphrase_no_shared_word"), ("on_topic", "hedged"),
+        ("on_topic", "list_item"), ("on_topic", "number_unit"), ("on_topic", "date"),
+        ("on_topic", "negation"), ("on_topic", "pronoun_ref"), ("on_topic", "jargon"),
+        ("on_topic", "long_multi_clause"), ("on_topic", "reason"),
+        ("off_topic", "same_subject_trivia"), ("off_topic", "off_topic"), ("off_topic", "filler"),
+        ("off_topic", "tangent"),
+    },
+    "grounding": {
+        ("supported", "paraphrase"), ("supported", "paraphrase_no_shared_word"),
+        ("supported", "number_unit"), ("supported", "date"), ("supported", "negation"),
+        ("supported", "pronoun_ref"), ("supported", "hedged"), ("supported", "list_item"),
+        ("supported", "jargon"), ("supported", "long_multi_clause"),
+        ("unsupported", "absent_fact"), ("unsupported", "contradiction"),
+        ("unsupported", "wrong_number"), ("unsupported", "wrong_date"),
+        ("unsupported", "over_generalisation"), ("unsupported", "entity_swap"),
+        ("unsupported", "negation_flip"),
+    },
+}
+KEYS = {"id", "item", "domain", "split", "claim", "label", "kind", "clear", "position", "previous"}
+_STOP_TEXT = """a an the and or but if then so as of in on at to for from by with without into onto over
+    under about after before than that this these those it its it's they them their there here is
+    are was were be been being am do does did doing done have has had having can could may might
+    must shall should will would not no nor don't doesn't isn't aren't can't won't you your yours
+    i me my we us our he him his she her what which who whom whose when where why how all any
+    each every some most more less much many few one just only also very too up down out off
+    again once both either neither such own same other another per via let get gets got"""
+_STOP = frozenset(_STOP_TEXT.split())
+
+
+def _stems(text: str) -> set[str]:
+    words = re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
+    return {w[:5] for w in words if w not in _STOP and len(w) > 2}
+
+
+@pytest.fixture(scope="module", params=builder.TASKS)
+def task_rows(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    return request.param, evalmod.load(request.param)
+
+
+def test_committed_files_match_the_builder(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
+    task, rows = task_rows
+    assert builder.build(task) == rows, "run: python tests/data/local_judge_v2/build.py"
+
+
+def test_schema_labels_and_order(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
+    task, rows = task_rows
+    target = "question" if task == "relevance" else "context"
+    assert len(rows) >= MIN_SENTENCES
+    assert len({r["id"] for r in rows}) == len(rows)
+    by_case: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        assert KEYS | {target} <= set(r), r["id"]
+        assert r["label"] in builder.LABELS[task], r["id"]
+        assert r["split"] in builder.SPLITS, r["id"]
+        assert isinstance(r["clear"], bool) and r["claim"].strip() and r[target].strip()
+        by_case.setdefault(r["item"], []).append(r)
+    for case, rs in by_case.items():
+        assert [r["position"] for r in rs] == list(range(len(rs))), case
+        assert all(r["previous"] == [x["claim"] for x in rs[: r["position"]]] for r in rs), case
+        assert len({r[target] for r in rs}) == 1 and len({r["domain"] for r in rs}) == 1, case
+    assert len({r["domain"] for r in rows}) >= 12
+
+
+def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
+    task, rows = task_rows
+    target = "question" if task == "relevance" else "context"
+    halves = {s: [r for r in rows if r["split"] == s] for s in builder.SPLITS}
+    cal, held = halves["calibration"], halves["heldout"]
+    assert not {r["item"] for r in cal} & {r["item"] for r in held}
+    assert not {r[target] for r in cal} & {r[target] for r in held}
+    assert not {r["claim"] for r in cal} & {r["claim"] for r in held}
+    assert 0.4 <= len(cal) / len(rows) <= 0.6
+    for half in halves.values():
+        share = Counter(r["label"] for r in half)[builder.LABELS[task][0]] / len(half)
+        assert 0.35 <= share <= 0.65  # roughly balanced labels in each half
+    counts = Counter((r["label"], r["kind"]) for r in rows)
+    for key, n in counts.items():
+        if n >= 4:  # every frequent (label, kind) is in both halves
+            assert {r["split"] for r in rows if (r["label"], r["kind"]) == key} == set(builder.SPLITS), key
+
+
+def test_required_kinds_present(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
+    task, rows = task_rows
+    have = {(r["label"], r["kind"]) for r in rows}
+    assert REQUIRED_KINDS[task] <= have, REQUIRED_KINDS[task] - have
+
+
+def test_no_shared_word_paraphrases_share_no_content_word(
+    task_rows: tuple[str, list[dict[str, Any]]],
+) -> None:
+    task, rows = task_rows
+    target = "question" if task == "relevance" else "context"
+    bad = [
+        (r["id"], sorted(_stems(r["claim"]) & _stems(r[target])))
+        for r in rows
+        if r["kind"] == "paraphrase_no_shared_word" and _stems(r["claim"]) & _stems(r[target])
+    ]
+    assert not bad
+
+
+def test_parse_errors_name_the_line() -> None:
+    with pytest.raises(ValueError, match="line 2"):
+        builder.parse("relevance", "=== a | x\n+ direct no colon here\n")
+    with pytest.raises(ValueError, match="no Q:"):
+        builder.parse("relevance", "=== a | x\n+ direct: An answer.\n")
+    with pytest.raises(ValueError, match="duplicate"):
+        builder.parse("relevance", "=== a | x\nQ: q?\n+ direct: A.\n=== a | x\nQ: q?\n+ direct: B.\n")
+
+
+def test_wilson_and_kappa_reference_values() -> None:
+    lo, hi = evalmod.wilson(90, 100)
+    assert (round(lo, 3), round(hi, 3)) == (0.826, 0.945)  # textbook value
+    assert evalmod.wilson(0, 10)[0] == 0.0 and 0.277 < evalmod.wilson(0, 10)[1] < 0.278
+    assert evalmod.cohen_kappa([True, False, True, False], [True, False, False, False]) == 0.5
+    assert evalmod.cohen_kappa([True, True], [True, True]) == 0.0
+    rep = evalmod.report(
+        "grounding", "heldout",
+        [{"id": "a", "kind": "x", "label": "supported", "claim": "c"},
+         {"id": "b", "kind": "y", "label": "unsupported", "claim": "d"}],
+        [True, True],
+    )
+    assert rep.overall.correct == 1 and rep.per_kind["y"].accuracy == 0.0 and rep.recall == 1.0
+    assert [e["id"] for e in rep.errors] == ["b"]
