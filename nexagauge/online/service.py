@@ -327,9 +327,9 @@ class EvaluatorStage:
             log.exception("case extraction failed for trace %s", trace.trace_id.hex())
             cases, errors = [], []
             self._skip("extract_error")
-        for _span, err in errors:
-            log.info("no case for span: %s", err)
-            self._skip("invalid_case")
+        for err in errors:  # one bad span costs only itself (its reason is counted)
+            log.info("no case for %s", err.detail)
+            self._skip(err.reason)
         if not cases:
             if not errors:
                 self._skip("no_case")
