@@ -8,8 +8,8 @@ ran) records, exactly once per ``(trace id, span id, metric, config fingerprint)
 * the evaluation itself (``nexagauge_evaluations_total{status=ok|failed}``), its latency (the
   evaluated span's end -> now), the last-evaluation timestamp, the judge tokens and USD of each
   node (from its ``CostEstimate``; cache hits cost nothing and count as ``judge_calls{outcome=
-  "cached"}``) and ``nexagauge_skipped_total{reason="node_skipped:<node>"}`` per skipped metric
-  node;
+  "cached"}``) and ``nexagauge_skipped_total{reason=<code>, node=<node>}`` per skipped metric
+  node (codes: :class:`~nexagauge.graph.skips.SkipReason`);
 * one evaluation span (see :mod:`nexagauge.emit.spans`), queued for background OTLP export.
 
 A redelivered evaluation (same keys) increments only ``nexagauge_duplicate_evaluations_total``
@@ -252,8 +252,8 @@ class Emitter:
             )
         for node in view.cached_judge_nodes:
             m.judge_call(node, self._judge_model(node, view), "cached")
-        for node in view.skipped:
-            m.skip(f"node_skipped:{node}")
+        for node, sk in view.skipped.items():
+            m.skip(sk.code, node=node)
         judge_models = {self._judge_model(n, view) for n in view.node_costs} - {None}
         judge_model = (
             ", ".join(sorted(x for x in judge_models if x))

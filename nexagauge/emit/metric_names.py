@@ -26,7 +26,9 @@ TRACES_ASSEMBLED = (
 TRACES_SAMPLED = f"{PREFIX}_traces_sampled_total"  # labels: rule
 TRACES_NOT_SAMPLED = f"{PREFIX}_traces_not_sampled_total"
 EVALUATIONS = f"{PREFIX}_evaluations_total"  # labels: status (ok|failed), service, span_name, model
-SKIPPED = f"{PREFIX}_skipped_total"  # labels: reason (rate_limit|budget_hour|budget_day|no_case|node_skipped:...)
+#: labels: reason (a nexagauge.graph.skips.SkipReason code: rate_limit|budget_hour|not_eligible|
+#: no_judge|...), node (the metric node a case did not get; "" for a whole evaluation)
+SKIPPED = f"{PREFIX}_skipped_total"
 EVALUATION_LATENCY = f"{PREFIX}_evaluation_latency_seconds"  # histogram, span end -> score emitted
 LATE_SPANS = f"{PREFIX}_late_spans_total"
 EVICTED = f"{PREFIX}_evicted_traces_total"  # labels: reason (max_traces|max_spans)

@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from nexagauge.emit import metric_names as N
+from nexagauge.graph.skips import skip_code
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,10 @@ class EvaluatorMetrics:
             N.EVALUATIONS, "Evaluated spans by status.", ["status", *dims], registry=r
         )
         self.skipped = Counter(
-            N.SKIPPED, "Evaluations or metrics skipped, by reason.", ["reason"], registry=r
+            N.SKIPPED,
+            "Evaluations (node empty) or metric nodes skipped, by reason code.",
+            ["reason", "node"],
+            registry=r,
         )
         self.latency = Histogram(
             N.EVALUATION_LATENCY,
@@ -323,9 +327,13 @@ class EvaluatorMetrics:
         """Count a trace the sampler did not select."""
         self.not_sampled.inc(n)
 
-    def skip(self, reason: str, n: int = 1) -> None:
-        """Count work skipped for ``reason`` (``rate_limit``, ``budget``, ``no_case``, ...)."""
-        self.skipped.labels(reason=self._reason(reason)).inc(n)
+    def skip(self, reason: str, n: int = 1, *, node: str = "") -> None:
+        """Count work skipped for ``reason``: a :class:`~nexagauge.graph.skips.SkipReason` code
+        (``rate_limit``, ``budget_hour``, ``no_case``...) or a human text, which is mapped to its
+        code (the label never holds free text). ``node``: the metric node a case did not get;
+        empty for a whole evaluation."""
+        node = self._reasons("node", node) if node else ""
+        self.skipped.labels(reason=skip_code(reason).value, node=node).inc(n)
 
     def late_spans(self, n: int = 1) -> None:
         """Count spans that arrived after their trace was evaluated (not re-scored)."""

@@ -5,8 +5,9 @@ trace, as a child of the evaluated span** (its parent context is rebuilt from th
 span ids). The span carries:
 
 * ``nexagauge.evaluation.*`` attributes: one ``score.<metric>`` per scored metric, one
-  ``error.<metric>`` per failed metric, the evaluated ids, case id, config fingerprint, judge
-  model, cost and status;
+  ``error.<metric>`` per failed metric, one ``skipped.<node>`` (bounded code) and
+  ``skip_reason.<node>`` (text) per planned metric node the case did not get, the evaluated ids,
+  case id, config fingerprint, judge model, cost, tokens and status;
 * one ``gen_ai.evaluation.result`` event per metric with ``gen_ai.evaluation.name``,
   ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label`` (``pass``/``fail``, or the
   ACCEPTED ratio when no threshold applies), ``gen_ai.evaluation.explanation`` (the judge's
@@ -321,6 +322,11 @@ class EvaluationSpanWriter:
             else:
                 err = bounded(m.error or "failed", self.max_explanation_chars)
                 a[C.NG_EVALUATION_ERROR_PREFIX + m.name] = err
+        for node, sk in view.skipped.items():
+            a[C.NG_EVALUATION_SKIPPED_PREFIX + node] = sk.code.value
+            a[C.NG_EVALUATION_SKIP_REASON_PREFIX + node] = bounded(
+                sk.text, self.max_explanation_chars
+            )
         return a
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from functools import cache
 from typing import Any, Literal
 
 from nexagauge.graph.executor import CaseResult
+from nexagauge.graph.skips import DESCRIPTIONS, SkipReason, skip_code
 from nexagauge.schema.results import CostEstimate, NodeMetrics
 
 #: ``error.type`` when the error message does not start with an exception class name
@@ -74,13 +75,21 @@ class MetricView:
         return None
 
 
+@dataclass(frozen=True)
+class SkippedMetric:
+    """A metric node the case did not get: the bounded code and the human text."""
+
+    code: SkipReason
+    text: str
+
+
 @dataclass
 class EvaluationView:
     """Everything emitted for one evaluated span."""
 
     metrics: list[MetricView] = field(default_factory=list)
-    #: metric node -> why it did not run (no judge, not eligible, prerequisite failed ...)
-    skipped: dict[str, str] = field(default_factory=dict)
+    #: planned metric node -> why it did not run (not eligible, no judge, disabled ...)
+    skipped: dict[str, SkippedMetric] = field(default_factory=dict)
     #: node -> its own judge spend now (zero for cache hits; aggregates ``eval``/``report`` only
     #: restate the others' cost and are never listed)
     node_costs: dict[str, CostEstimate] = field(default_factory=dict)
@@ -198,7 +207,8 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
         ):
             view.cached_judge_nodes.append(name)
         if name in metric_nodes and o.status == "skipped":
-            view.skipped[name] = o.reason or "skipped"
+            code = o.skip or skip_code(o.reason)
+            view.skipped[name] = SkippedMetric(code, o.reason or DESCRIPTIONS[code])
         if isinstance(o.output, NodeMetrics) and o.status == "ok":
             outputs[name] = o.output
     view.cost = CostEstimate.total(list(view.node_costs.values()))

@@ -13,7 +13,10 @@ For every node of a case the executor decides, in order:
 3. ``Node.skip_reason`` (no judge, block disabled, no claims...) -> skipped with that reason;
 4. node cache hit -> the cached output (its cost reported as zero: nothing was spent again);
 5. otherwise ``Node.run``; an exception becomes an error outcome for that node only.
-Skipped nodes produce empty metrics and zero cost.
+Skipped nodes produce empty metrics and zero cost. Every skip keeps its human text (``reason``)
+and gets a bounded code (``skip``, :class:`~nexagauge.graph.skips.SkipReason`): ``not_eligible``,
+``not_needed``, ``prerequisite_failed``, the code of a skipped prerequisite (the root cause), or
+the code of the node's own reason (``no_judge``, ``disabled``, ``nothing_to_judge``...).
 
 Example:
     >>> import asyncio
@@ -43,6 +46,7 @@ from nexagauge.graph.demand import unused_judge_nodes
 from nexagauge.graph.node import Node, NodeContext
 from nexagauge.graph.planner import Plan, plan
 from nexagauge.graph.runtime import Runtime
+from nexagauge.graph.skips import SkipReason, skip_code
 from nexagauge.graph.topology import NodeKind, load_topology
 from nexagauge.nodes import load_node
 from nexagauge.schema.case import EvalCase, RecordError, parse_record
@@ -71,8 +75,13 @@ class NodeOutcome:
     #: the node's kind in the topology (the executor sets it from its plan; a hand-built outcome
     #: of a node of the bundled topology gets it from there)
     kind: NodeKind | None = None
+    #: the bounded code of a skip (:mod:`nexagauge.graph.skips`); ``reason`` keeps the text.
+    #: Derived from ``reason`` when not given (a skipped prerequisite passes on its code).
+    skip: SkipReason | None = None
 
     def __post_init__(self) -> None:
+        if self.status == "skipped" and self.skip is None:
+            self.skip = skip_code(self.reason)
         if self.kind is None:
             spec = load_topology().nodes.get(self.node)
             self.kind = spec.kind if spec is not None else None
@@ -225,17 +234,33 @@ class Executor:
         missing = [f for f in spec.fields if not case.has(f)]
         if missing:
             labels = ", ".join(FIELD_LABELS.get(f, f) for f in missing)
-            return NodeOutcome(name, "skipped", f"not eligible: no {labels}", node.empty())
+            return NodeOutcome(
+                name,
+                "skipped",
+                f"not eligible: no {labels}",
+                node.empty(),
+                skip=SkipReason.NOT_ELIGIBLE,
+            )
         if name in unused:
-            return NodeOutcome(name, "skipped", unused[name], node.empty())
+            return NodeOutcome(
+                name, "skipped", unused[name], node.empty(), skip=SkipReason.NOT_NEEDED
+            )
         if not soft:
             for r in reqs:
                 if r in unused:  # nothing that runs reads it (see graph/demand.py)
                     continue
                 st, why = statuses.get(r, ("skipped", "not run"))
                 if st != "ok":
-                    verb = "failed" if st == "error" else "skipped"
-                    return NodeOutcome(name, "skipped", f"{r} {verb}: {why}", node.empty())
+                    failed = st == "error"
+                    verb = "failed" if failed else "skipped"
+                    return NodeOutcome(
+                        name,
+                        "skipped",
+                        f"{r} {verb}: {why}",
+                        node.empty(),
+                        # a skipped prerequisite's code is derived from its text (root cause)
+                        skip=SkipReason.PREREQUISITE_FAILED if failed else None,
+                    )
         ctx = NodeContext(
             case=case,
             upstream=dict(outputs),

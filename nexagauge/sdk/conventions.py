@@ -199,6 +199,12 @@ NG_EVALUATION_PREFIX: Final = "nexagauge.evaluation."
 NG_EVALUATION_SCORE_PREFIX: Final = "nexagauge.evaluation.score."
 #: Prefix of per-metric errors: ``nexagauge.evaluation.error.<metric>`` (why the score is absent).
 NG_EVALUATION_ERROR_PREFIX: Final = "nexagauge.evaluation.error."
+#: Prefix of per-metric-node skips: ``nexagauge.evaluation.skipped.<node>`` = the bounded reason
+#: code (``not_eligible``, ``no_judge``, ``disabled``...; ``nexagauge.graph.skips.SkipReason``).
+NG_EVALUATION_SKIPPED_PREFIX: Final = "nexagauge.evaluation.skipped."
+#: Prefix of per-metric-node skip texts: ``nexagauge.evaluation.skip_reason.<node>`` = why, for
+#: people (``not eligible: no context``).
+NG_EVALUATION_SKIP_REASON_PREFIX: Final = "nexagauge.evaluation.skip_reason."
 #: Hex trace id of the evaluated application trace.
 NG_EVALUATION_TRACE_ID: Final = "nexagauge.evaluation.trace_id"
 #: Hex span id of the evaluated application span.

@@ -147,7 +147,11 @@ async def test_case_error_and_skipped_nodes(settings: Settings) -> None:
         "redteam", "skipped", "no judge configured", RedteamMetrics()
     )
     await e.emit(target(span_id="00f067aa0ba902b7"), res)
-    assert sample(e.metrics, "nexagauge_skipped_total", reason="node_skipped:redteam") == 1.0
+    skipped = "nexagauge_skipped_total"
+    assert sample(e.metrics, skipped, reason="no_judge", node="redteam") == 1.0
+    attrs = dict(e.spans.memory.get_finished_spans()[-1].attributes or {})
+    assert attrs["nexagauge.evaluation.skipped.redteam"] == "no_judge"
+    assert attrs["nexagauge.evaluation.skip_reason.redteam"] == "no judge configured"
 
 
 async def test_cached_nodes_count_as_cached_calls(settings: Settings) -> None:

@@ -88,10 +88,37 @@ def test_enum_labels_are_bounded(metrics: EvaluatorMetrics) -> None:
 
 def test_free_form_reasons_are_capped(registry: CollectorRegistry) -> None:
     m = EvaluatorMetrics(registry, max_reason_values=2)
-    for r in ("rate_limit", "budget", "node_skipped:x", "node_skipped:y"):
+    for r in ("max_traces", "max_spans", "x", "y"):
+        m.trace_evicted(r)
+    assert sample(m, "nexagauge_evicted_traces_total", reason="max_traces") == 1.0
+    assert sample(m, "nexagauge_evicted_traces_total", reason=OTHER) == 2.0
+
+
+def test_skip_reasons_are_codes_never_free_text(registry: CollectorRegistry) -> None:
+    """``skipped_total{reason}`` holds only SkipReason codes: texts are mapped to theirs."""
+    m = EvaluatorMetrics(registry)
+    for r in (
+        "rate_limit",
+        "budget_hour",
+        "needs an LLM judge (the local judge cannot run this metric)",
+        "conversation_relevance disabled",
+        "something new",
+    ):
         m.skip(r)
-    assert sample(m, "nexagauge_skipped_total", reason="rate_limit") == 1.0
-    assert sample(m, "nexagauge_skipped_total", reason=OTHER) == 2.0
+    m.skip("not eligible: no context", node="grounding")
+    skipped = "nexagauge_skipped_total"
+    assert sample(m, skipped, reason="rate_limit", node="") == 1.0
+    assert sample(m, skipped, reason="budget_hour", node="") == 1.0
+    assert sample(m, skipped, reason="judge_unsupported", node="") == 1.0
+    assert sample(m, skipped, reason="disabled", node="") == 1.0
+    assert sample(m, skipped, reason="other", node="") == 1.0
+    assert sample(m, skipped, reason="not_eligible", node="grounding") == 1.0
+    from nexagauge.graph.skips import SkipReason
+
+    reasons = {
+        s.labels["reason"] for f in registry.collect() for s in f.samples if s.name == skipped
+    }
+    assert reasons <= {r.value for r in SkipReason}
 
 
 def test_pipeline_helpers(metrics: EvaluatorMetrics) -> None:

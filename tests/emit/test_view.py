@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from nexagauge.emit.view import error_type, evaluation_view, verdict_counts
+from nexagauge.emit.view import SkippedMetric, error_type, evaluation_view, verdict_counts
 from nexagauge.graph.executor import CaseResult, NodeOutcome
+from nexagauge.graph.skips import SkipReason
 from nexagauge.schema.results import CostEstimate, RelevanceMetrics
 from nexagauge.settings import RunSettings
 
@@ -51,7 +52,7 @@ def test_errored_and_skipped_nodes_without_summary() -> None:
     v = evaluation_view(res)
     assert [m.name for m in v.metrics] == ["answer_relevancy", "grounding"]
     assert v.metrics[1].error == "ValueError: bad json" and v.metrics[1].error_type == "ValueError"
-    assert v.skipped == {"redteam": "no judge configured"}
+    assert v.skipped == {"redteam": SkippedMetric(SkipReason.NO_JUDGE, "no judge configured")}
 
 
 def test_case_error() -> None:
