@@ -134,6 +134,8 @@ class KafkaSettings(_Section):
     dlq_topic: str = "nexagauge_dlq"
     #: turns keyed by conversation id (the conversation stage's repartition topic, see docs/online.md)
     turns_topic: str = "nexagauge_turns"
+    #: compacted changelog of the conversation stage's state, co-partitioned with ``turns_topic``
+    conversation_changelog_topic: str = "nexagauge_turns_changelog"
     group_id: str = "nexagauge-evaluator"
     encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"

@@ -69,6 +69,17 @@ class Handler(Protocol):
         """Stop exporting the lag of a partition this member no longer owns."""
 
 
+class Restoring(Protocol):
+    """Optional handler hook: restore per-partition state before consuming new partitions.
+
+    ``assigned`` is awaited inside the rebalance callback, i.e. before the first fetch of the
+    assigned partitions (the Kafka Streams restore step: read a changelog to its end first).
+    """
+
+    async def assigned(self, tps: Sequence[TopicPartition]) -> None:
+        """Load the state of ``tps`` (newly assigned to this member)."""
+
+
 def client_kwargs(k: KafkaSettings) -> dict[str, Any]:
     """aiokafka connection arguments (bootstrap servers, TLS, SASL) from settings.
 
@@ -103,6 +114,7 @@ class _Listener(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         log.info("assigned %s", sorted((tp.topic, tp.partition) for tp in assigned))
+        await self.loop._on_assigned(list(assigned))
 
 
 class ConsumerLoop:
@@ -129,6 +141,8 @@ class ConsumerLoop:
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self._paused: set[TopicPartition] = set()
+        #: partitions whose state the handler is restoring (paused until it is done)
+        self._restoring: set[TopicPartition] = set()
         self._last_commit = 0.0
         self._last_lag = 0.0
         self.client_id = client_id
@@ -169,7 +183,9 @@ class ConsumerLoop:
                     await asyncio.sleep(0.2)
                     batches = {}
                 for tp, records in batches.items():
-                    if records:
+                    if records and tp in self._restoring:  # fetched before the pause took
+                        c.seek(tp, records[0].offset)  # effect: read again once restored
+                    elif records:
                         await self.handler.handle(tp, records)
                 await self.handler.tick()
                 self._backpressure()
@@ -190,7 +206,7 @@ class ConsumerLoop:
                 self.consumer.pause(*tps)
                 self._paused |= tps
         elif self._paused:
-            alive = self._paused & self.assignment
+            alive = (self._paused & self.assignment) - self._restoring
             if alive:
                 self.consumer.resume(*alive)
             self._paused.clear()
@@ -234,6 +250,24 @@ class ConsumerLoop:
         self.commits += 1
         for key, pos in todo.items():
             self.handler.tracker.mark_committed(key, pos)
+
+    async def _on_assigned(self, assigned: list[TopicPartition]) -> None:
+        """Run the handler's restore hook with the new partitions paused (no record of a
+        partition reaches the handler before its state is restored)."""
+        hook = getattr(self.handler, "assigned", None)
+        if not assigned or hook is None or self.consumer is None:
+            return
+        new = set(assigned)
+        self._restoring |= new
+        self.consumer.pause(*new)
+        try:
+            await hook(assigned)
+        finally:
+            self._restoring -= new
+            if self.consumer is not None:
+                live = (new & self.assignment) - self._paused
+                if live:
+                    self.consumer.resume(*live)
 
     async def _on_revoked(self, revoked: list[TopicPartition]) -> None:
         if not revoked:

@@ -1,392 +1,108 @@
 """The conversation stage: ``conversation_relevance`` scored incrementally as turns arrive.
 
-Why a repartition. The evaluator consumes spans keyed by *trace* id, so the turns (traces) of one
-conversation land on different partitions and, with several evaluator processes, on different
-consumers. No single consumer sees the whole conversation. Like a Kafka Streams repartition, the
-evaluator therefore produces a small :class:`TurnRecord` per evaluated turn (conversation id,
-turn time = the turn span's end, trace/span ids, input, output, labels, the conversation config
-and its fingerprint) to ``kafka.turns_topic`` **keyed by conversation id**. Kafka's key
-partitioning sends every turn of a conversation to one partition, hence to exactly one member of
-the conversation stage's consumer group (``<group_id>-conversations``), which keeps the
-conversation's state. Windows are therefore complete and correct with any number of evaluator or
-conversation consumers; with one process owning every partition the same code runs unchanged.
+The evaluator produces one :class:`~nexagauge.online.turns.TurnRecord` per evaluated turn to
+``kafka.turns_topic`` keyed by conversation id (:mod:`nexagauge.online.turns`), so every turn of a
+conversation reaches exactly one member of this stage's consumer group
+(``<group_id>-conversations``), which keeps the conversation's state
+(:mod:`nexagauge.online.conv_state`).
 
 Per new turn the stage judges ONLY the window(s) the turn adds
-(:func:`~nexagauge.nodes.conversation_relevance.new_windows`, per-turn windows) in one judge call
+(:func:`~nexagauge.nodes.conversation_relevance.new_windows`) in one judge call
 (:func:`~nexagauge.nodes.conversation_relevance.judge_windows`), updates the running score
 (relevant windows / windows so far; in ``scale_1_5`` mode the mean normalized window score) and
 emits it through the :class:`~nexagauge.emit.emitter.Emitter`: the ``conversation_relevance``
-score in ``nexagauge_score`` and an evaluation span, child of the turn's span, whose
-``score.conversation_relevance`` is the running score and whose explanation names the window and
-its verdict. Its config fingerprint is the conversation config's (not the trace evaluation's), so
-it never collides with the turn's own evaluation; a redelivered turn is deduplicated by the
-emitter on ``(trace, span, conversation_relevance, fingerprint)``.
+score in ``nexagauge_score`` and an evaluation span, child of the turn's span. Its config
+fingerprint is the conversation config's, so it never collides with the turn's own evaluation;
+a redelivered turn is deduplicated by the emitter on ``(trace, span, metric, fingerprint)``.
 
-State (in memory, bounded): an LRU of ``online.conversation_states`` conversations, each holding
-its last ``window_size`` turns ordered by (turn time, turn id), the ids it has seen (bounded) and
-the running counters.
+**One owner.** Online, when this stage runs it is the only producer of ``conversation_relevance``:
+the evaluator stage removes the metric from its per-trace node set
+(:func:`~nexagauge.online.turns.trace_nodes`), so a GenAI chat span whose input messages carry
+the history is not judged a second time, and the score is the same for every instrumentation.
 
-Ordering. Turns of a conversation may be produced out of order (their traces complete at
-different times on different evaluator consumers). A turn waits ``online.conversation_reorder_s``
-after arrival; when it is due, it and every earlier-timed pending turn are judged in turn-time
-order. A turn that still arrives after a later turn was judged is *late*: it is inserted at its
-place (its window is its own predecessors) and judged, but windows already judged are not
-re-judged; a late turn older than every kept turn of a trimmed conversation has no context left
-and is skipped (``late_turn``). A turn id seen before is skipped (``duplicate_turn``), so
-redelivery never double counts.
+**Budget and limits.** Every judge call goes through the service's judge client (its request/
+token rate limits and concurrency) and the evaluator's :class:`~nexagauge.online.sampling.Limiter`
+(USD budgets per hour/day and evaluations per second): a turn over budget keeps its place as
+context but its window is not judged (skipped with the limiter's reason, e.g. ``budget_hour``),
+and the judge spend of every judged window is recorded in the same budget.
 
-At-least-once: an offset of the turns topic is released (hence committable) only after the
-turn's window was emitted (or the turn skipped); a crash re-delivers the unfinished suffix.
-Limits (documented in docs/online.md): the state is not persisted, so after a restart or a
-rebalance a conversation continues from its next turn with a fresh running score and without
-earlier context; an evicted conversation likewise. Without an LLM judge (none, or the local
-judge) every turn is counted as skipped with the reason and nothing is emitted.
+**State that survives restarts and rebalances.** After a turn is emitted its conversation's new
+state is written to a compacted changelog topic co-partitioned with the turns topic
+(:class:`~nexagauge.online.changelog.Changelog`), and only then is the turn's offset released for
+commit. On partition assignment the stage restores the partition's conversations from the
+changelog before consuming it (Kafka Streams' restore step).
 
-Example:
-    >>> s = ConversationState(size=2)
-    >>> t = lambda i: TurnRecord("c", i, f"{i:032x}", f"{i:016x}", "q", "a", "svc", "chat")
-    >>> [a.windows for a in (s.add(t(1)), s.add(t(2)), s.add(t(3)))]
-    [[Window(start=0, end=0)], [Window(start=0, end=1)], [Window(start=1, end=2)]]
-    >>> s.add(t(2))
-    'duplicate_turn'
+Ordering. Turns of a conversation may be produced out of order. A turn waits
+``online.conversation_reorder_s`` after arrival; when it is due, it and every earlier-timed
+pending turn are judged in turn-time order. A turn that arrives after a later turn was judged is
+*late*: inserted at its place and judged, but windows already judged are not re-judged; a late
+turn older than every kept turn is skipped (``late_turn``); a turn id seen before is skipped
+(``duplicate_turn``), so redelivery never double counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import json
 import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from nexagauge.emit.target import EvaluationTarget, config_fingerprint
+from nexagauge.emit.target import EvaluationTarget
 from nexagauge.nodes.conversation_relevance import (
     CATEGORY,
     METRIC,
-    PROMPT,
-    Window,
     judge_windows,
-    new_windows,
     score_windows,
     window_score,
 )
+from nexagauge.online.conv_state import DUPLICATE, LATE, Added, ConversationState
 from nexagauge.online.offsets import OffsetTracker
-from nexagauge.schema.case import ConversationRelevanceConfig, EvalCase, ScoringMode, Turn
+from nexagauge.online.turns import (
+    BadTurn,
+    TurnPublisher,
+    TurnRecord,
+    conversation_fingerprint,
+    conversations_possible,
+)
+from nexagauge.schema.case import ConversationRelevanceConfig, EvalCase, ScoringMode
 
 if TYPE_CHECKING:
-    from nexagauge.online.extract import ExtractedCase
+    from nexagauge.online.changelog import Changelog
     from nexagauge.settings import Settings
 
 log = logging.getLogger(__name__)
 
-DUPLICATE = "duplicate_turn"
-LATE = "late_turn"
 INVALID = "invalid_turn"
 DISABLED = "conversation_relevance disabled"
 
-
-# --------------------------------------------------------------------------------------------
-# the turn record (the repartition topic's message)
-# --------------------------------------------------------------------------------------------
-class BadTurn(ValueError):
-    """A turns-topic message that is not a valid :class:`TurnRecord` (names the field)."""
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    """One turn of a conversation, as produced to ``kafka.turns_topic`` (JSON, key = conversation).
-
-    Example:
-        >>> r = TurnRecord("c1", 5, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331",
-        ...                "hi", "hello", "svc", "chat")
-        >>> TurnRecord.from_bytes(r.to_bytes()) == r
-        True
-    """
-
-    conversation_id: str
-    time_ns: int
-    trace_id: str
-    span_id: str
-    input: str
-    output: str
-    service: str
-    span_name: str
-    model: str | None = None
-    #: the ``conversation_relevance`` block of the turn's case (window size, mode, rubric ...)
-    config: dict[str, Any] = field(default_factory=dict)
-    #: :func:`conversation_fingerprint` of ``config`` and the judge model
-    fingerprint: str = ""
-
-    @property
-    def turn_id(self) -> str:
-        return f"{self.trace_id}:{self.span_id}"
-
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode("utf-8")
-
-    @classmethod
-    def from_bytes(cls, data: bytes | None) -> TurnRecord:
-        """Parse and validate a message value; :class:`BadTurn` names the offending field."""
-        if not data:
-            raise BadTurn("empty turn record")
-        try:
-            d = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise BadTurn(f"turn record is not JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise BadTurn("turn record: expected a JSON object")
-        strings = ("conversation_id", "trace_id", "span_id", "input", "output", "service")
-        for k in (*strings, "span_name"):
-            if not isinstance(d.get(k), str):
-                raise BadTurn(f"turn record field {k!r}: expected a string")
-        for k in ("conversation_id", "trace_id", "span_id"):
-            if not d[k]:
-                raise BadTurn(f"turn record field {k!r}: empty")
-        t = d.get("time_ns")
-        if not isinstance(t, int) or isinstance(t, bool) or t < 0:
-            raise BadTurn("turn record field 'time_ns': expected a non-negative integer")
-        if d.get("model") is not None and not isinstance(d["model"], str):
-            raise BadTurn("turn record field 'model': expected a string or null")
-        cfg = d.get("config", {})
-        if not isinstance(cfg, dict):
-            raise BadTurn("turn record field 'config': expected an object")
-        try:
-            ConversationRelevanceConfig.model_validate(cfg)
-        except ValueError as e:
-            raise BadTurn(f"turn record field 'config': {e}") from None
-        fp = d.get("fingerprint", "")
-        if not isinstance(fp, str):
-            raise BadTurn("turn record field 'fingerprint': expected a string")
-        return cls(
-            conversation_id=d["conversation_id"],
-            time_ns=t,
-            trace_id=d["trace_id"],
-            span_id=d["span_id"],
-            input=d["input"],
-            output=d["output"],
-            service=d["service"],
-            span_name=d["span_name"],
-            model=d.get("model"),
-            config=cfg,
-            fingerprint=fp,
-        )
+__all__ = [
+    "DUPLICATE",
+    "INVALID",
+    "LATE",
+    "Added",
+    "BadTurn",
+    "ConversationStage",
+    "ConversationState",
+    "TurnPublisher",
+    "TurnRecord",
+    "attach_conversations",
+    "conversation_fingerprint",
+    "conversations_possible",
+]
 
 
-def conversation_fingerprint(cfg: ConversationRelevanceConfig, judge_model: str | None) -> str:
-    """Fingerprint of what produces an online conversation score (config, prompt, judge model).
-
-    Example:
-        >>> a = conversation_fingerprint(ConversationRelevanceConfig(), "m")
-        >>> a == conversation_fingerprint(ConversationRelevanceConfig(window_size=3), "m")
-        False
-    """
-    from nexagauge.judge.promptlib import load_prompt
-
-    knobs = {"online": "incremental", "prompt": load_prompt(PROMPT).id}
-    knobs.update(cfg.model_dump(mode="json"))
-    return config_fingerprint([METRIC], knobs, judge_model)
+def state_key(conversation_id: str, fingerprint: str) -> str:
+    """The changelog key of a conversation's state (JSON pair: never ambiguous)."""
+    return json.dumps([conversation_id, fingerprint], separators=(",", ":"))
 
 
-def wants_conversation(nodes: Sequence[str] | None) -> bool:
-    """Whether a node selection (``None`` = every metric node) includes conversation relevance."""
-    return nodes is None or METRIC in nodes
-
-
-def conversations_possible(settings: Settings) -> bool:
-    """Whether any sampling decision can include conversation relevance (the stage is needed)."""
-    if not settings.online.conversations:
-        return False
-    if wants_conversation(settings.online.nodes):
-        return True
-    return any(r.nodes is not None and METRIC in r.nodes for r in settings.sampling.rules)
-
-
-def turn_record(ec: ExtractedCase, judge_model: str | None) -> TurnRecord | None:
-    """The turn record of an extracted case, or ``None`` (no conversation id, no input, or
-    conversation relevance disabled for the case)."""
-    case = ec.case
-    cfg = case.conversation_relevance
-    if not ec.conversation_id or case.input is None or not cfg.enabled:
-        return None
-    return TurnRecord(
-        conversation_id=ec.conversation_id,
-        time_ns=int(ec.span.end_ns),
-        trace_id=ec.span.trace_hex,
-        span_id=ec.span.span_hex,
-        input=case.input,
-        output=case.output,
-        service=ec.span.service,
-        span_name=ec.span.name,
-        model=ec.model,
-        config=cfg.model_dump(mode="json"),
-        fingerprint=conversation_fingerprint(cfg, judge_model),
-    )
-
-
-class TurnPublisher:
-    """Produces turn records keyed by conversation id (the evaluator stage calls :meth:`publish`).
-
-    Args:
-        producer: an ``AIOKafkaProducer`` (anything with ``send_and_wait(topic, value, key=)``).
-        topic: ``kafka.turns_topic``.
-        judge_model: the conversation judge model (part of the fingerprint), ``None`` without judge.
-        default_nodes: ``online.nodes`` (the node set of a decision without its own ``nodes``).
-    """
-
-    def __init__(
-        self,
-        producer: Any,
-        topic: str,
-        judge_model: str | None,
-        default_nodes: Sequence[str] | None = None,
-    ) -> None:
-        self.producer = producer
-        self.topic = topic
-        self.judge_model = judge_model
-        self.default_nodes = tuple(default_nodes) if default_nodes is not None else None
-        self.published = 0
-
-    async def publish(self, ec: ExtractedCase, nodes: Sequence[str] | None) -> bool:
-        """Produce the turn of ``ec`` if its decision includes conversation relevance."""
-        if not wants_conversation(nodes if nodes is not None else self.default_nodes):
-            return False
-        rec = turn_record(ec, self.judge_model)
-        if rec is None:
-            return False
-        await self.producer.send_and_wait(
-            self.topic, rec.to_bytes(), key=rec.conversation_id.encode("utf-8")
-        )
-        self.published += 1
-        return True
-
-
-# --------------------------------------------------------------------------------------------
-# per-conversation state
-# --------------------------------------------------------------------------------------------
-class TurnTail(Sequence[Turn]):
-    """The kept turns of a conversation, indexed by their position in the whole conversation.
-
-    ``judge_windows`` numbers turns by index, so the judge sees "turn 7" for the conversation's
-    7th turn even though only the last few are kept; indexes before ``base`` are gone.
-    """
-
-    def __init__(self, base: int, turns: Sequence[TurnRecord]) -> None:
-        self.base = base
-        self._turns = [Turn(input=t.input, output=t.output) for t in turns]
-
-    def __len__(self) -> int:
-        return self.base + len(self._turns)
-
-    @overload
-    def __getitem__(self, i: int) -> Turn: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Turn]: ...
-    def __getitem__(self, i: int | slice) -> Turn | Sequence[Turn]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not self.base <= i < len(self):
-            raise IndexError(f"turn {i} is not kept (kept: {self.base}..{len(self) - 1})")
-        return self._turns[i - self.base]
-
-    def __iter__(self) -> Iterator[Turn]:
-        raise TypeError("iterate over range(base, len(tail)) instead: earlier turns are not kept")
-
-
-@dataclass
-class Added:
-    """A turn accepted into a conversation: its index, the window(s) to judge, the turns they need."""
-
-    index: int
-    windows: list[Window]
-    tail: TurnTail
-    late: bool = False
-
-
-class ConversationState:
-    """Bounded state of one conversation (see module docstring).
-
-    ``size`` is the window size W; the last W turns are kept (what the next window needs), plus
-    ``memory`` recently seen turn ids for deduplication.
-    """
-
-    def __init__(self, size: int, memory: int | None = None) -> None:
-        if size < 1:
-            raise ValueError("window size must be >= 1")
-        self.size = size
-        self.turns: list[TurnRecord] = []
-        self._keys: list[tuple[int, str]] = []
-        self.n_turns = 0
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._memory = memory if memory is not None else max(64, 8 * size)
-        self.windows = 0
-        self.total = 0.0
-        self.late = 0
-
-    @property
-    def base(self) -> int:
-        """Index (in the whole conversation) of the oldest kept turn."""
-        return self.n_turns - len(self.turns)
-
-    @property
-    def score(self) -> float | None:
-        """Running score: relevant windows / windows so far (None before the first window)."""
-        return self.total / self.windows if self.windows else None
-
-    def seen(self, turn_id: str) -> bool:
-        return turn_id in self._seen or any(t.turn_id == turn_id for t in self.turns)
-
-    def add(self, turn: TurnRecord) -> Added | str:
-        """Insert ``turn`` in (time, id) order; the windows it adds, or a skip reason."""
-        if self.seen(turn.turn_id):
-            return DUPLICATE
-        key = (turn.time_ns, turn.turn_id)
-        if self.turns and key < self._keys[0] and self.base > 0:
-            self._remember(turn.turn_id)
-            return LATE
-        pos = bisect.bisect(self._keys, key)
-        n_before = self.n_turns
-        base = self.base
-        self.turns.insert(pos, turn)
-        self._keys.insert(pos, key)
-        self.n_turns += 1
-        self._remember(turn.turn_id)
-        index = base + pos
-        late = pos < len(self.turns) - 1
-        if late:
-            self.late += 1
-            windows = [Window(max(base, index - self.size + 1), index)]
-        else:
-            windows = new_windows(n_before, self.n_turns, self.size)
-        tail = TurnTail(base, self.turns)
-        while len(self.turns) > self.size:
-            self.turns.pop(0)
-            self._keys.pop(0)
-        return Added(index=index, windows=windows, tail=tail, late=late)
-
-    def record(self, scores: Sequence[float]) -> float | None:
-        """Count judged windows' normalized scores; returns the running score."""
-        self.windows += len(scores)
-        self.total += sum(scores)
-        return self.score
-
-    def _remember(self, turn_id: str) -> None:
-        self._seen[turn_id] = None
-        while len(self._seen) > self._memory:
-            self._seen.popitem(last=False)
-
-
-# --------------------------------------------------------------------------------------------
-# the stage
-# --------------------------------------------------------------------------------------------
 @dataclass
 class _Pending:
     turn: TurnRecord
@@ -426,6 +142,7 @@ class ConversationStats:
     failed: int = 0
     late: int = 0
     evicted: int = 0
+    restored: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
 
     def skip(self, reason: str) -> None:
@@ -451,6 +168,8 @@ class ConversationStage:
         metrics: Any = None,
         dlq: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        limiter: Any = None,
+        changelog: Changelog | None = None,
     ) -> None:
         self.settings = settings
         self.o = settings.online
@@ -459,6 +178,9 @@ class ConversationStage:
         self.metrics = metrics
         self.dlq = dlq
         self.clock = clock
+        #: the evaluator's :class:`~nexagauge.online.sampling.Limiter` (budgets, evaluations/s)
+        self.limiter = limiter
+        self.changelog = changelog
         self.tracker = OffsetTracker()
         self.stats = ConversationStats()
         self.states: OrderedDict[tuple[str, str], _Conversation] = OrderedDict()
@@ -518,6 +240,35 @@ class ConversationStage:
 
     def saturated(self) -> bool:
         return self._queued >= self.o.conversation_max_pending
+
+    async def assigned(self, tps: Sequence[TopicPartition]) -> None:
+        """Restore the conversations of newly assigned partitions from the changelog."""
+        if self.changelog is None:
+            return
+        topic = self.settings.kafka.turns_topic
+        parts = sorted(tp.partition for tp in tps if tp.topic == topic)
+        try:
+            restored = await self.changelog.restore(parts)
+        except Exception as e:  # never kill the rebalance: continue without the old state
+            log.error("conversation state of partitions %s not restored: %s", parts, e)
+            return
+        n = 0
+        for part, values in restored.items():
+            for key, value in values.items():
+                try:
+                    cid, fp = json.loads(key)
+                    cfg = ConversationRelevanceConfig.model_validate(value["config"])
+                    state = ConversationState.from_dict(value["state"])
+                except (ValueError, TypeError, KeyError) as e:
+                    log.warning("changelog %s/%d key %.80r: %s", topic, part, key, e)
+                    continue
+                ck = (str(cid), str(fp))
+                if ck not in self.states:
+                    self.states[ck] = _Conversation(state, cfg, (topic, part))
+                    n += 1
+        self.stats.restored += n
+        if n:
+            log.info("restored %d conversations of partitions %s", n, parts)
 
     @property
     def queued(self) -> int:
@@ -628,6 +379,41 @@ class ConversationStage:
         if added.late:
             self.stats.late += 1
         cfg = conv.cfg
+        why = self.limiter.try_acquire() if self.limiter is not None else None
+        if why is not None:  # over budget / rate: the turn stays as context, its window unjudged
+            self._skip(why)
+            return await self._save(conv, turn)
+        spent = 0.0
+        try:
+            metric, cost, elapsed, started = await self._judge(conv, added)
+            spent = cost.cost
+        finally:
+            if self.limiter is not None:
+                self.limiter.finish(spent)
+        if not await self._emit(turn, cfg, metric, cost, started, elapsed):
+            return False
+        return await self._save(conv, turn)
+
+    async def _save(self, conv: _Conversation, turn: TurnRecord) -> bool:
+        """Write the conversation's state to the changelog (before the offset is released)."""
+        if self.changelog is None:
+            return True
+        ck = (turn.conversation_id, turn.fingerprint)
+        if self.states.get(ck) is not conv:
+            return False  # revoked meanwhile: the new owner re-reads the turn
+        value = {"config": conv.cfg.model_dump(mode="json"), "state": conv.state.to_dict()}
+        try:
+            await self.changelog.write(conv.tp[1], state_key(*ck), value)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.error("conversation state of %.80r not saved (%s): re-delivered", ck[0], e)
+            return False
+        return True
+
+    async def _judge(self, conv: _Conversation, added: Added) -> tuple[Any, Any, float, int]:
+        """Judge the windows ``added`` brings; (metric result, cost, seconds, start ns)."""
+        cfg = conv.cfg
         scale = cfg.scoring_mode is ScoringMode.SCALE
         judge = self.runtime.judge
         started = time.time_ns()
@@ -659,7 +445,7 @@ class ConversationStage:
         else:
             self.stats.judged += 1
             metric = self._scored(conv.state, added, verdicts, scale, meta)
-        return await self._emit(turn, cfg, metric, cost, started, time.monotonic() - t0)
+        return metric, cost, time.monotonic() - t0, started
 
     def _scored(
         self,
@@ -789,9 +575,12 @@ async def ensure_topic(kafka: Any, topic: str) -> None:
 
 async def attach_conversations(service: Any, dlq: Any = None) -> ConversationStage | None:
     """Wire the conversation stage into a starting ``OnlineService``: the evaluator stage gets a
-    :class:`TurnPublisher`, and a consumer loop of ``kafka.turns_topic`` (group
-    ``<group_id>-conversations``) drives a :class:`ConversationStage`. ``None`` when no sampling
-    decision can include conversation relevance (or ``online.conversations`` is off)."""
+    :class:`TurnPublisher` (and stops judging ``conversation_relevance`` per trace: this stage
+    owns it), and a consumer loop of ``kafka.turns_topic`` (group ``<group_id>-conversations``)
+    drives a :class:`ConversationStage` that shares the evaluator's budget limiter and keeps its
+    state in ``kafka.conversation_changelog_topic``. ``None`` when no sampling decision can
+    include conversation relevance (or ``online.conversations`` is off)."""
+    from nexagauge.online.changelog import Changelog
     from nexagauge.online.consumer import ConsumerLoop
 
     s = service.settings
@@ -800,9 +589,22 @@ async def attach_conversations(service: Any, dlq: Any = None) -> ConversationSta
         return None
     if k.create_topics:
         await ensure_topic(k, k.turns_topic)
+    changelog = Changelog(k, service._producer, k.conversation_changelog_topic)
+    if k.create_topics:
+        # co-partitioned: as many partitions as the turns topic really has
+        n = len(await service._producer.partitions_for(k.turns_topic) or ())
+        await changelog.ensure(n or k.topic_partitions)
     judge_model = s.judge.for_node(METRIC).model if service.runtime.judge is not None else None
     service.stage.turns = TurnPublisher(service._producer, k.turns_topic, judge_model, o.nodes)
-    stage = ConversationStage(s, service.runtime, service.emitter, metrics=service.metrics, dlq=dlq)
+    stage = ConversationStage(
+        s,
+        service.runtime,
+        service.emitter,
+        metrics=service.metrics,
+        dlq=dlq,
+        limiter=service.stage.limiter,
+        changelog=changelog,
+    )
     service.loops.append(
         ConsumerLoop(
             k,

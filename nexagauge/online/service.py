@@ -41,6 +41,7 @@ from nexagauge.emit.target import EvaluationTarget, config_fingerprint
 from nexagauge.graph.executor import CaseResult, Executor
 from nexagauge.graph.planner import plan
 from nexagauge.graph.runtime import Runtime
+from nexagauge.graph.topology import load_topology
 from nexagauge.online.assembly import Trace, TraceBuffer
 from nexagauge.online.decode import (
     BASE_WANTED,
@@ -53,6 +54,7 @@ from nexagauge.online.extract import TRACELOOP_SESSION_ID, ExtractedCase, extrac
 from nexagauge.online.offsets import OffsetTracker
 from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
 from nexagauge.online.sampling import Decision, Limiter, Sampler
+from nexagauge.online.turns import trace_nodes
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 
@@ -369,8 +371,13 @@ class EvaluatorStage:
         else:
             self._active[trace.trace_id] = active
 
-    def _executor(self, nodes: tuple[str, ...] | None) -> tuple[Executor, str]:
+    def _executor(self, nodes: tuple[str, ...] | None) -> tuple[Executor, str] | None:
+        """The executor and config fingerprint of a node selection; ``None`` = nothing to run."""
         key = nodes if nodes is not None else (tuple(self.o.nodes) if self.o.nodes else None)
+        if self.turns is not None:  # the conversation stage owns conversation_relevance
+            key = trace_nodes(key, load_topology().metric_nodes)
+            if not key:
+                return None
         hit = self._executors.get(key)
         if hit is None:
             p = plan(self.o.target, only=key)
@@ -388,7 +395,12 @@ class EvaluatorStage:
     async def _evaluate(self, active: _Active, ec: ExtractedCase, d: Decision) -> None:
         cost = 0.0
         try:
-            ex, fp = self._executor(d.nodes)
+            planned = self._executor(d.nodes)
+            if planned is None:  # only conversation_relevance: the conversation stage's job
+                await self.turns.publish(ec, d.nodes)
+                self._done_case(active)
+                return
+            ex, fp = planned
             target = EvaluationTarget(
                 trace_id=ec.span.trace_hex,
                 span_id=ec.span.span_hex,

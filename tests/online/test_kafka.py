@@ -272,7 +272,9 @@ async def test_service_judges_identical_content_once_from_memory_not_disk(
                 assert await wait_for(lambda n=n: len(rec.cases) == n, 30), rec.cases
             assert judge.stats.chat_requests == 2  # claims + relevance, for the first trace only
             assert len(svc.runtime.cache.memory) > 0
-            assert not cache_dir.exists() or not any(cache_dir.rglob("*")), list(cache_dir.rglob("*"))
+            assert not cache_dir.exists() or not any(cache_dir.rglob("*")), list(
+                cache_dir.rglob("*")
+            )
         finally:
             stop.set()
             await runner
