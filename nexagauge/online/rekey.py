@@ -123,6 +123,9 @@ class RekeyStage:
     async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
         key = (tp.topic, tp.partition)
         signal = self._signal(tp.topic)
+        n_spans = 0
+        if self.metrics is not None:  # every topic any stage reads is counted (collector's too)
+            self.metrics.messages_consumed(tp.topic, len(records))
         for rec in records:
             self.tracker.begin(key, rec.offset)
             try:
@@ -132,6 +135,9 @@ class RekeyStage:
                 else:
                     req = _parse(rec.value, self.k.encoding, "traces", self.k.max_message_bytes)
                     parts = split_traces(req)
+                    n_spans += sum(
+                        len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans
+                    )
             except Exception as e:  # one bad message never stops the stage
                 p = e if isinstance(e, PoisonMessage) else _unexpected(e)
                 self.poison += 1
@@ -148,6 +154,8 @@ class RekeyStage:
                 self.produced += 1
                 self._track(key, rec.offset, fut)
             self.tracker.release(key, rec.offset)
+        if n_spans and self.metrics is not None:
+            self.metrics.spans_consumed(tp.topic, n_spans)
 
     async def _dead_letter(self, rec: ConsumerRecord[Any, Any], p: PoisonMessage) -> None:
         if self.metrics is not None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online.dlq import HEADER_REASON, HEADER_SOURCE
@@ -102,6 +103,19 @@ async def test_rekeyed_traces_evaluated_and_garbage_dead_lettered(broker: Any) -
             await asyncio.sleep(0.2)
         assert svc.stage is not None and svc.stage.stats.poison == 0  # poison stopped at re-key
         assert svc.rekey_stage.poison == 3
+        # consumption is counted on the collector's topic too, and the two stages agree on spans
+        m = svc.metrics.registry.get_sample_value
+        src, rekeyed = names["traces_topic"], settings.kafka.rekeyed_topic
+        assert m("nexagauge_messages_consumed_total", {"topic": src}) == len(values)
+        n_spans = sum(
+            len(ss.spans)
+            for raw in msgs
+            for rs in ExportTraceServiceRequest.FromString(raw).resource_spans
+            for ss in rs.scope_spans
+        )
+        assert m("nexagauge_spans_consumed_total", {"topic": src}) == n_spans
+        assert m("nexagauge_spans_consumed_total", {"topic": rekeyed}) == n_spans
+        assert m("nexagauge_messages_consumed_total", {"topic": rekeyed}) >= len(expected)
     finally:
         stop.set()
         await runner
