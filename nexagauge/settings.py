@@ -132,6 +132,9 @@ class KafkaSettings(_Section):
     logs_topic: str = "otlp_logs"
     rekeyed_topic: str = "nexagauge_spans_by_trace"
     dlq_topic: str = "nexagauge_dlq"
+    #: what a poison message's dead letter holds: the app's raw message ("raw", with whatever
+    #: secrets the app sent) or only a reference to it in its source topic ("reference")
+    dlq_payload: Literal["raw", "reference"] = "raw"
     #: turns keyed by conversation id (the conversation stage's repartition topic, see docs/online.md)
     turns_topic: str = "nexagauge_turns"
     #: compacted changelog of the conversation stage's state, co-partitioned with ``turns_topic``

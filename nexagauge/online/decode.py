@@ -205,7 +205,10 @@ def _hex_ids_to_b64(obj: Mapping[str, Any], path: str) -> None:
             try:
                 raw = bytes.fromhex(v)
             except ValueError:
-                raise PoisonMessage("undecodable", f"{path}.{k}: not hex: {v[:40]!r}") from None
+                # never the value itself: it is app data (it may be a secret) and goes to logs
+                raise PoisonMessage(
+                    "undecodable", f"{path}.{k}: not hex ({len(v)} characters)"
+                ) from None
             obj[k] = base64.b64encode(raw).decode()  # type: ignore[index]
 
 

@@ -1,12 +1,18 @@
 """The dead-letter topic: poison messages and failed evaluations, never secrets or content.
 
 Poison messages are forwarded byte for byte (same key and value) so they can be inspected and
-replayed; the reason travels in headers:
+replayed. **The value is then the app's raw message, with every secret the app sent in it**: the
+DLQ topic needs the same access control and retention as the collector's topics. Operators who
+cannot keep such a copy set ``kafka.dlq_payload = "reference"``: the record's value is then a
+small JSON reference (``source`` topic/partition/offset, ``size``, ``sha256``) to the original,
+which stays in its topic for that topic's retention. The reason travels in headers:
 
 - ``nexagauge.dlq.reason``: a stable token (``undecodable``, ``too_large``, ``invalid_ids``,
   ``not_otlp``, ``decode_error`` (a decoder bug), ``evaluation_failed``, ``emit_failed``),
-- ``nexagauge.dlq.detail``: a short explanation (secrets scrubbed, at most 500 characters),
-- ``nexagauge.dlq.source``: ``topic/partition/offset`` of the original message.
+- ``nexagauge.dlq.detail``: a short explanation (redacted with the SDK's secret rules and the
+  configured secrets by :func:`nexagauge.online.redact.redact`, at most 500 characters),
+- ``nexagauge.dlq.source``: ``topic/partition/offset`` of the original message,
+- ``nexagauge.dlq.payload``: ``raw`` or ``reference`` (what the value holds).
 
 A failed evaluation has no single original message (a trace spans several), so its record is a
 small JSON object naming the trace, span, configuration fingerprint and per-node errors, keyed
@@ -15,41 +21,32 @@ through :func:`scrub` (API keys, bearer tokens, the configured judge key).
 
 Example:
     >>> scrub("401: Incorrect API key provided: sk-abcdefghijklmnop1234")
-    '401: Incorrect API key provided: [scrubbed]'
+    '401: Incorrect API key provided: [scrubbed:api_key]'
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from nexagauge.online.redact import redact, register_secret
 
 log = logging.getLogger(__name__)
 
 HEADER_REASON = "nexagauge.dlq.reason"
 HEADER_DETAIL = "nexagauge.dlq.detail"
 HEADER_SOURCE = "nexagauge.dlq.source"
+HEADER_PAYLOAD = "nexagauge.dlq.payload"
 MAX_DETAIL = 500
-
-_SECRET_PATTERNS = [
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-~+/=]{8,}"),
-    re.compile(
-        r"(?i)(api[_-]?key|authorization|password|secret|token)(\"?\s*[:=]\s*\"?)[^\s\",}]+"
-    ),
-]
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """Remove API keys, bearer tokens and the given literal secrets from an error text."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "[scrubbed]")
-    for i, pat in enumerate(_SECRET_PATTERNS):
-        text = pat.sub(r"\1\2[scrubbed]" if i == 2 else "[scrubbed]", text)
-    return text
+    """Remove every secret the SDK recognises and the given literal secrets from a text."""
+    register_secret(*secrets)
+    return redact(text, limit=4 * MAX_DETAIL)
 
 
 class _Producer(Protocol):
@@ -65,10 +62,18 @@ class _Producer(Protocol):
 class DeadLetters:
     """Writes dead-letter records with a shared aiokafka producer (see module docstring)."""
 
-    def __init__(self, producer: _Producer, topic: str, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        producer: _Producer,
+        topic: str,
+        secrets: Iterable[str] = (),
+        payload: Literal["raw", "reference"] = "raw",
+    ) -> None:
         self.producer = producer
         self.topic = topic
         self.secrets = [s for s in secrets if s]
+        register_secret(*self.secrets)
+        self.payload = payload
 
     def _detail(self, detail: str) -> bytes:
         return scrub(detail, self.secrets)[:MAX_DETAIL].encode("utf-8", "replace")
@@ -84,11 +89,17 @@ class DeadLetters:
         reason: str,
         detail: str,
     ) -> None:
-        """Forward an unprocessable message as is, with the reason in headers."""
+        """Forward an unprocessable message (as is, or a reference to it), reason in headers."""
+        source = f"{topic}/{partition}/{offset}"
+        if self.payload == "reference":
+            raw = value or b""
+            ref = {"source": source, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+            value = json.dumps(ref, sort_keys=True).encode()
         headers = [
             (HEADER_REASON, reason.encode()),
             (HEADER_DETAIL, self._detail(detail)),
-            (HEADER_SOURCE, f"{topic}/{partition}/{offset}".encode()),
+            (HEADER_SOURCE, source.encode()),
+            (HEADER_PAYLOAD, self.payload.encode()),
         ]
         await self.producer.send_and_wait(self.topic, value=value, key=key, headers=headers)
 

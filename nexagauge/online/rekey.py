@@ -158,6 +158,7 @@ class RekeyStage:
             self.metrics.spans_consumed(tp.topic, n_spans)
 
     async def _dead_letter(self, rec: ConsumerRecord[Any, Any], p: PoisonMessage) -> None:
+        log.warning("poison message %s/%d@%d: %s", rec.topic, rec.partition, rec.offset, p)
         if self.metrics is not None:
             self.metrics.dead_lettered(p.reason)
         await self.dlq.poison(

@@ -52,6 +52,7 @@ from nexagauge.online.decode import (
 from nexagauge.online.dlq import DeadLetters
 from nexagauge.online.extract import TRACELOOP_SESSION_ID, ExtractedCase, extract_cases_with_errors
 from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.redact import install_log_redaction, register_secret
 from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
 from nexagauge.online.sampling import Decision, Limiter, Sampler
 from nexagauge.online.turns import trace_nodes
@@ -634,7 +635,9 @@ class OnlineService:
         )
         await self._producer.start()
         secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
-        dlq = DeadLetters(self._producer, k.dlq_topic, secrets)
+        register_secret(*secrets)  # never in a log line or a dead-letter header
+        install_log_redaction()
+        dlq = DeadLetters(self._producer, k.dlq_topic, secrets, payload=k.dlq_payload)
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
         from nexagauge.online.conversations import attach_conversations
 
