@@ -214,6 +214,17 @@ class OnlineSettings(_Section):
     #: a trace that later shows an error span or matches an ``always`` rule is assembled from
     #: that span on (its earlier spans are gone). Off: every trace is assembled in full.
     early_discard: bool = True
+    #: judge circuit breaker (docs/online.md "Judge outages"): opens when ``failure_ratio`` of the
+    #: last ``window`` judge requests failed transiently (5xx, 429, timeouts); then consumption
+    #: pauses and the judge is probed after ``cooldown_s`` (doubling up to ``max_cooldown_s``)
+    judge_breaker: bool = True
+    judge_breaker_window: int = Field(default=20, ge=1)
+    judge_breaker_failure_ratio: float = Field(default=0.8, gt=0.0, le=1.0)
+    judge_breaker_cooldown_s: float = Field(default=1.0, gt=0)
+    judge_breaker_max_cooldown_s: float = Field(default=30.0, gt=0)
+    #: largest case (JSON bytes) a dead letter carries for ``nexagauge dlq replay``; a larger one
+    #: is dead-lettered without it (ids and errors only, not replayable)
+    dlq_max_case_bytes: int = Field(default=1024 * 1024, ge=0)
 
 
 LabelName = Literal["service", "span_name", "model"]

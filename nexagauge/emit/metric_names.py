@@ -51,3 +51,14 @@ JUDGE_COST = f"{PREFIX}_judge_cost_usd_total"  # labels: node, model
 JUDGE_LATENCY = f"{PREFIX}_judge_latency_seconds"  # histogram; labels: node, model
 BUDGET_REMAINING = f"{PREFIX}_budget_remaining_usd"  # gauge; labels: window (hour|day)
 BUDGET_EXHAUSTED = f"{PREFIX}_budget_exhausted"  # gauge 0/1; labels: window
+#: gauge: the judge circuit breaker (0 closed, 1 half-open: probing, 2 open: consumption paused)
+JUDGE_BREAKER_STATE = f"{PREFIX}_judge_breaker_state"
+JUDGE_BREAKER_OPENINGS = f"{PREFIX}_judge_breaker_openings_total"  # counter
+
+# Broker -------------------------------------------------------------------------------------
+#: gauge 0/1: the last broker health check (metadata request) succeeded
+BROKER_UP = f"{PREFIX}_broker_up"
+#: gauge: seconds since the broker last answered (computed at scrape time)
+BROKER_CONTACT_AGE = f"{PREFIX}_broker_contact_age_seconds"
+#: counter of the evaluator's own topics re-created after they vanished; labels: topic
+TOPICS_RECREATED = f"{PREFIX}_topics_recreated_total"

@@ -55,6 +55,7 @@ from nexagauge.judge.base import (
     JudgeKind,
     JudgeReply,
 )
+from nexagauge.judge.breaker import CircuitBreaker
 from nexagauge.judge.claimtext import anchoring_confidence
 from nexagauge.judge.http import ClientPool
 from nexagauge.judge.jsonschema import parse_json_object, strict_schema
@@ -147,6 +148,9 @@ class LLMJudge:
         self.observer: Callable[[str, str, str, float], None] | None = None
         self._sem: asyncio.Semaphore | None = None
         self._limiter = RateLimiter(settings.requests_per_minute, settings.tokens_per_minute)
+        #: the online evaluator's circuit breaker (:mod:`nexagauge.judge.breaker`): with one,
+        #: transient failures wait for the endpoint and retry instead of giving up
+        self.breaker: CircuitBreaker | None = None
         #: answers by content key: ``store`` (a ``nexagauge.graph.cache.BlobStore``), or files
         #: under ``cache_dir``
         self._store: Any = store
@@ -399,7 +403,11 @@ class LLMJudge:
                 if self._limiter.active
                 else 0
             )
+            breaker = self.breaker
+            if breaker is not None:
+                await breaker.admit()  # an open circuit: wait for the judge to come back
             await self._limiter.acquire(est)
+            forever = False  # a transient failure that a breaker retries without limit
             try:
                 async with self._sem:
                     sent += 1
@@ -431,12 +439,19 @@ class LLMJudge:
                     log.warning("endpoint %s rejects logprobs; asking without", endpoint)
                     self._no_logprobs[endpoint] = True
                     continue
-                if status in _RETRY_STATUS or status >= 500:
+                transient = status in _RETRY_STATUS or status >= 500
+                if breaker is not None:
+                    breaker.record(ok=not transient)  # a permanent 4xx: the endpoint is up
+                if transient:
                     delay = _retry_after(e.response.headers) if e.response is not None else None
                     reason = f"HTTP {status}: {_short(e)}"
+                    forever = breaker is not None
                 else:
                     raise _CallFailed(f"HTTP {status}: {_short(e)}", sent) from None
             except (openai.APITimeoutError, openai.APIConnectionError) as e:
+                if breaker is not None:
+                    breaker.record(ok=False)
+                forever = breaker is not None
                 delay = None
                 reason = (
                     f"timeout after {s.timeout_s:g}s"
@@ -445,6 +460,8 @@ class LLMJudge:
                 )
             else:
                 resp = _completion(raw)
+                if breaker is not None:
+                    breaker.record(ok=resp is not None)
                 if resp is not None:
                     content, cost = self._read(resp, s, kwargs["messages"])
                     if self._limiter.active:
@@ -452,7 +469,7 @@ class LLMJudge:
                     return _Answer(content, cost, sent, _logprobs(resp) if top_logprobs else None)
                 delay = None
                 reason = f"malformed response from endpoint: {_short_bytes(raw)}"
-            if attempt >= s.max_retries:
+            if attempt >= s.max_retries and not forever:
                 raise _CallFailed(f"{reason} (gave up after {sent} attempts)", sent)
             if delay is None:
                 base = min(s.backoff_max_s, s.backoff_base_s * (2**attempt))
@@ -462,7 +479,36 @@ class LLMJudge:
             attempt += 1
             self.stats.retries += 1
             log.info("judge %s: %s; retry %d in %.2fs", node, reason, attempt, delay)
-            await self._sleep(delay)
+            if breaker is not None:
+                await breaker.pause(delay)  # cut short when the circuit closes again
+            else:
+                await self._sleep(delay)
+
+    async def probe(self) -> bool:
+        """One minimal request (``max_tokens=1``) to the judge endpoint, without retries: ``True``
+        when the endpoint answered (any status but a transient one), ``False`` on HTTP 5xx/429/
+        408/409/425, a timeout or a connection error. The circuit breaker's probe."""
+        s = self.settings
+        client = self._client(s)
+        body = {
+            "model": s.model,
+            "messages": [{"role": "user", "content": "ping"}],
+            "max_tokens": 1,
+            "temperature": 0,
+        }
+        self.stats.requests += 1
+        self.stats.by_node["probe"] = self.stats.by_node.get("probe", 0) + 1
+        t0 = time.perf_counter()
+        try:
+            await client.post("/chat/completions", body=body, cast_to=bytes)
+        except openai.APIStatusError as e:
+            ok = not (e.status_code in _RETRY_STATUS or e.status_code >= 500)
+        except (openai.APITimeoutError, openai.APIConnectionError):
+            ok = False
+        else:
+            ok = True
+        self._observe("probe", s.model, "ok" if ok else "error", time.perf_counter() - t0)
+        return ok
 
     def _observe(self, node: str, model: str, outcome: str, latency_s: float) -> None:
         if self.observer is None:

@@ -1,4 +1,4 @@
-"""The dead-letter topic: poison messages and failed evaluations, never secrets or content.
+"""The dead-letter topic: poison messages and failed evaluations, never secrets.
 
 Poison messages are forwarded byte for byte (same key and value) so they can be inspected and
 replayed. **The value is then the app's raw message, with every secret the app sent in it**: the
@@ -12,12 +12,21 @@ which stays in its topic for that topic's retention. The reason travels in heade
 - ``nexagauge.dlq.detail``: a short explanation (redacted with the SDK's secret rules and the
   configured secrets by :func:`nexagauge.online.redact.redact`, at most 500 characters),
 - ``nexagauge.dlq.source``: ``topic/partition/offset`` of the original message,
-- ``nexagauge.dlq.payload``: ``raw`` or ``reference`` (what the value holds).
+- ``nexagauge.dlq.payload``: ``raw`` or ``reference`` (what the value holds),
+- ``nexagauge.dlq.replayable``: ``1`` on a failed evaluation that carries its case.
 
-A failed evaluation has no single original message (a trace spans several), so its record is a
-small JSON object naming the trace, span, configuration fingerprint and per-node errors, keyed
-by trace id: no input, output, context or judge prompt is ever written, and error texts go
-through :func:`scrub` (API keys, bearer tokens, the configured judge key).
+A failed evaluation (a *permanent* failure: the judge rejected the request with a 4xx other than
+429, its answer stayed invalid after the re-ask, a node raised) has no single original message (a
+trace spans several), so its record is a JSON object keyed by trace id (:data:`RECORD_VERSION`):
+the trace, span, configuration fingerprint, per-node errors (through :func:`scrub`), the
+evaluated span's identity (service, span name, end time, model, conversation id, sampling rule,
+node set), the ``sources`` (topic, partition, offset) its spans came from, and the **case**
+itself - the input, output and context the graph evaluated, as captured (and scrubbed) by the
+SDK - so that ``nexagauge dlq replay`` can evaluate it again after a fix
+(:mod:`nexagauge.online.replay`). A case larger than ``online.dlq_max_case_bytes`` is left out
+(``case_omitted`` says why; not replayable), and so is every case under
+``kafka.dlq_payload = "reference"`` (no app content in the DLQ). No judge prompt or answer is
+ever written.
 
 Example:
     >>> scrub("401: Incorrect API key provided: sk-abcdefghijklmnop1234")
@@ -29,7 +38,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from nexagauge.online.redact import redact, register_secret
@@ -40,6 +50,11 @@ HEADER_REASON = "nexagauge.dlq.reason"
 HEADER_DETAIL = "nexagauge.dlq.detail"
 HEADER_SOURCE = "nexagauge.dlq.source"
 HEADER_PAYLOAD = "nexagauge.dlq.payload"
+HEADER_REPLAYABLE = "nexagauge.dlq.replayable"
+#: layout of a failed-evaluation record (1: ids and errors only; 2: with the case and its target)
+RECORD_VERSION = 2
+#: at most this many (topic, partition, offset) sources are listed per record
+MAX_SOURCES = 64
 MAX_DETAIL = 500
 
 
@@ -111,24 +126,73 @@ class DeadLetters:
         config_fingerprint: str,
         errors: Mapping[str, str],
         reason: str = "evaluation_failed",
+        payload: FailedCase | None = None,
     ) -> None:
-        """Record an evaluation that failed after retries (ids and scrubbed errors only)."""
+        """Record an evaluation that failed for good: ids, scrubbed errors and, with
+        ``payload``, what ``nexagauge dlq replay`` needs to evaluate it again."""
         clean = {k: scrub(v, self.secrets)[:MAX_DETAIL] for k, v in errors.items()}
-        body = {
+        body: dict[str, Any] = {
+            "version": RECORD_VERSION,
             "trace_id": trace_id,
             "span_id": span_id,
             "config_fingerprint": config_fingerprint,
             "errors": clean,
         }
+        if payload is not None:
+            body.update(payload.body(with_case=self.payload == "raw"))
+        replayable = body.get("case") is not None
         detail = "; ".join(f"{k}: {v}" for k, v in clean.items())
         headers = [
             (HEADER_REASON, reason.encode()),
             (HEADER_DETAIL, self._detail(detail)),
             (HEADER_SOURCE, f"trace/{trace_id}/{span_id}".encode()),
+            (HEADER_REPLAYABLE, b"1" if replayable else b"0"),
         ]
         await self.producer.send_and_wait(
             self.topic,
-            value=json.dumps(body, sort_keys=True).encode(),
+            value=json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
             key=trace_id.encode(),
             headers=headers,
         )
+
+
+@dataclass
+class FailedCase:
+    """What a failed-evaluation dead letter carries to be evaluated again (see module docstring).
+
+    ``case``: the evaluated ``EvalCase`` as JSON (``model_dump(mode="json")``); ``target``: the
+    evaluated span's identity (``EvaluationTarget`` fields but the ids and fingerprint, which the
+    record holds already); ``nodes``: the node set the sampling rule chose (``None``: the
+    configured default); ``sources``: (topic, partition, offset) of the messages of the trace.
+
+    Example:
+        >>> fc = FailedCase(case={"output": "hi"}, target={"service": "s"}, max_case_bytes=8)
+        >>> fc.body()["case"], fc.body()["case_omitted"]
+        (None, 'case of 15 bytes > online.dlq_max_case_bytes (8)')
+    """
+
+    case: Mapping[str, Any]
+    target: Mapping[str, Any]
+    nodes: Sequence[str] | None = None
+    sources: Iterable[tuple[str, int, int]] = ()
+    max_case_bytes: int = 1024 * 1024
+
+    def body(self, with_case: bool = True) -> dict[str, Any]:
+        """The record fields; ``with_case=False`` (``kafka.dlq_payload = "reference"``) leaves
+        the case out."""
+        out: dict[str, Any] = {
+            "target": dict(self.target),
+            "nodes": list(self.nodes) if self.nodes is not None else None,
+            "sources": [list(s) for s in sorted(self.sources)[:MAX_SOURCES]],
+            "case": None,
+        }
+        size = len(json.dumps(self.case, separators=(",", ":")).encode())
+        if not with_case:
+            out["case_omitted"] = 'kafka.dlq_payload = "reference" (no app content in the DLQ)'
+        elif size <= self.max_case_bytes:
+            out["case"] = dict(self.case)
+        else:
+            out["case_omitted"] = (
+                f"case of {size} bytes > online.dlq_max_case_bytes ({self.max_case_bytes})"
+            )
+        return out

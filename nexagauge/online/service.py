@@ -37,9 +37,8 @@ from typing import Any, Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from nexagauge.emit.target import EvaluationTarget, config_fingerprint
+from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.executor import CaseResult, Executor
-from nexagauge.graph.planner import plan
 from nexagauge.graph.runtime import Runtime
 from nexagauge.graph.topology import load_topology
 from nexagauge.online.assembly import Trace, TraceBuffer
@@ -49,9 +48,10 @@ from nexagauge.online.decode import (
     decode_logs,
     decode_traces,
 )
-from nexagauge.online.dlq import DeadLetters
+from nexagauge.online.dlq import DeadLetters, FailedCase
 from nexagauge.online.extract import TRACELOOP_SESSION_ID, ExtractedCase, extract_cases_with_errors
 from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.plans import Executors
 from nexagauge.online.redact import install_log_redaction, register_secret
 from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
 from nexagauge.online.sampling import Decision, Limiter, Sampler
@@ -104,6 +104,8 @@ class EvaluatorStage:
 
     #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations)
     turns: Any = None
+    #: the judge's circuit breaker (nexagauge.judge.breaker): consumption pauses while it is open
+    breaker: Any = None
 
     def __init__(
         self,
@@ -140,7 +142,7 @@ class EvaluatorStage:
         self._side: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._sem = asyncio.Semaphore(self.o.max_in_flight)
-        self._executors: dict[tuple[str, ...] | None, tuple[Executor, str]] = {}
+        self._executors = Executors(settings, runtime)
         self._evicted_seen: dict[str, int] = {}
         self._discarded: dict[bytes, None] = {}
         self._discard_memory = max(10_000, self.o.max_buffered_traces * 10)
@@ -372,26 +374,17 @@ class EvaluatorStage:
         else:
             self._active[trace.trace_id] = active
 
-    def _executor(self, nodes: tuple[str, ...] | None) -> tuple[Executor, str] | None:
-        """The executor and config fingerprint of a node selection; ``None`` = nothing to run."""
+    def _node_key(self, nodes: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The node selection a case runs (``()``: nothing to run)."""
         key = nodes if nodes is not None else (tuple(self.o.nodes) if self.o.nodes else None)
         if self.turns is not None:  # the conversation stage owns conversation_relevance
-            key = trace_nodes(key, load_topology().metric_nodes)
-            if not key:
-                return None
-        hit = self._executors.get(key)
-        if hit is None:
-            p = plan(self.o.target, only=key)
-            ex = Executor(self.runtime, p, max_in_flight=self.o.max_in_flight)
-            judge = self.settings.judge.model if self.runtime.judge is not None else None
-            knobs = {
-                "target": self.o.target,
-                "thresholds": dict(self.settings.run.thresholds),
-                "default_threshold": self.settings.run.default_threshold,
-                "judge_kind": self.runtime.judge_kind,
-            }
-            hit = self._executors[key] = (ex, config_fingerprint(p.metric_nodes, knobs, judge))
-        return hit
+            key = trace_nodes(key, load_topology().metric_nodes) or ()
+        return key
+
+    def _executor(self, nodes: tuple[str, ...] | None) -> tuple[Executor, str] | None:
+        """The executor and config fingerprint of a node selection; ``None`` = nothing to run."""
+        key = self._node_key(nodes)
+        return None if key == () else self._executors.get(key)
 
     async def _evaluate(self, active: _Active, ec: ExtractedCase, d: Decision) -> None:
         cost = 0.0
@@ -418,20 +411,25 @@ class EvaluatorStage:
                 result = await ex.run_case(ec.case, 0)
             cost = result.cost.cost
             errors = _errors(result)
-            await self._emit(target, result, started)
+            if errors and self.dlq is not None:
+                # a permanent failure (transient judge errors never get here: the breaker waits
+                # them out) is parked in the DLQ with its case, not emitted: `nexagauge dlq
+                # replay` evaluates it later under the same evaluation ids (docs/online.md)
+                await self.dlq.failed_evaluation(
+                    trace_id=target.trace_id,
+                    span_id=target.span_id,
+                    config_fingerprint=fp,
+                    errors=errors,
+                    payload=self._failed_case(ec, target, d, active),
+                )
+                if self.metrics is not None:
+                    self.metrics.dead_lettered("evaluation_failed")
+            else:
+                await self._emit(target, result, started)
             if self.turns is not None:  # turn record keyed by conversation id (conversations.py)
                 await self.turns.publish(ec, d.nodes)
             if errors:
                 self.stats.failed += 1
-                if self.dlq is not None:
-                    await self.dlq.failed_evaluation(
-                        trace_id=target.trace_id,
-                        span_id=target.span_id,
-                        config_fingerprint=fp,
-                        errors=errors,
-                    )
-                    if self.metrics is not None:
-                        self.metrics.dead_lettered("evaluation_failed")
             else:
                 self.stats.evaluated += 1
             self._done_case(active)
@@ -440,7 +438,7 @@ class EvaluatorStage:
         except Exception as e:
             log.exception("evaluation of %s failed", ec.case.case_id)
             self.stats.failed += 1
-            ok = await self._dead_letter_failure(ec, str(e))
+            ok = await self._dead_letter_failure(ec, str(e), d, active)
             if ok:
                 self._done_case(active)
         finally:
@@ -461,7 +459,28 @@ class EvaluatorStage:
                 await asyncio.sleep(delay)
                 delay *= 2
 
-    async def _dead_letter_failure(self, ec: ExtractedCase, error: str) -> bool:
+    def _failed_case(
+        self, ec: ExtractedCase, target: EvaluationTarget | None, d: Decision, active: _Active
+    ) -> FailedCase:
+        """What a dead letter needs to be evaluated again (nexagauge.online.replay)."""
+        return FailedCase(
+            case=ec.case.model_dump(mode="json"),
+            target={
+                "service": ec.span.service,
+                "span_name": ec.span.name,
+                "end_time_unix_nano": int(ec.span.end_ns),
+                "model": ec.model,
+                "conversation_id": ec.conversation_id,
+                "sampling_rule": target.sampling_rule if target is not None else d.rule,
+            },
+            nodes=self._node_key(d.nodes),  # as run here (a replay runs the same plan)
+            sources=active.trace.sources,
+            max_case_bytes=self.o.dlq_max_case_bytes,
+        )
+
+    async def _dead_letter_failure(
+        self, ec: ExtractedCase, error: str, d: Decision, active: _Active
+    ) -> bool:
         if self.dlq is None:
             return True
         try:
@@ -471,6 +490,7 @@ class EvaluatorStage:
                 config_fingerprint="",
                 errors={"pipeline": error},
                 reason="emit_failed",
+                payload=self._failed_case(ec, None, d, active),
             )
         except Exception:
             log.exception("could not dead-letter the failed evaluation of %s", ec.case.case_id)
@@ -487,6 +507,8 @@ class EvaluatorStage:
 
     # -- consumer-loop hooks ----------------------------------------------------------------
     def saturated(self) -> bool:
+        if self.breaker is not None and not self.breaker.is_closed:
+            return True  # judge outage: pause consumption until the breaker closes
         return self._in_flight >= self.o.max_in_flight
 
     @property
@@ -577,6 +599,8 @@ class OnlineService:
         self._tasks: list[asyncio.Task[None]] = []
         self._http: Any = None
         self.ready = False
+        self.health: Any = None  # nexagauge.online.health.HealthMetrics (registry metrics only)
+        self.breaker: Any = None  # the judge's circuit breaker (nexagauge.judge.breaker)
 
     async def _ensure_topics(self) -> None:
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -620,6 +644,11 @@ class OnlineService:
         judge = self.runtime.judge
         if judge is not None and hasattr(judge, "observer") and judge.observer is None:
             judge.observer = self.metrics.judge_call  # judge calls, errors and latency
+        from nexagauge.online.health import HealthMetrics, attach_breaker
+
+        registry = getattr(self.metrics, "registry", None)
+        self.health = HealthMetrics(registry) if registry is not None else None
+        self.breaker = attach_breaker(judge, o, self.health)
         if self.emitter is None:
             self.emitter = _default_emitter(s, self.metrics)
         if k.create_topics:
@@ -639,6 +668,7 @@ class OnlineService:
         install_log_redaction()
         dlq = DeadLetters(self._producer, k.dlq_topic, secrets, payload=k.dlq_payload)
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
+        self.stage.breaker = self.breaker
         from nexagauge.online.conversations import attach_conversations
 
         self.conversation_stage = await attach_conversations(self, dlq)
@@ -668,6 +698,8 @@ class OnlineService:
         dead = [t for t in self._tasks if t.done()]
         if dead:
             return False, f"{len(dead)} consumer loop(s) stopped"
+        if self.breaker is not None and not self.breaker.is_closed:
+            return True, self.breaker.describe()  # alive and waiting; nothing is lost
         return True, "consuming"
 
     @property
@@ -719,6 +751,8 @@ class OnlineService:
             with contextlib.suppress(Exception):
                 await _stop_http(self._http)
             self._http = None
+        if self.breaker is not None:
+            await self.breaker.aclose()
         if self.runtime is not None:
             await self.runtime.aclose()
 

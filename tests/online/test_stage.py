@@ -156,7 +156,10 @@ async def test_not_sampled_and_limits_are_counted_by_reason() -> None:
     assert pos(stage2) == 3  # skipped traces are done, never stuck
 
 
-async def test_failed_evaluation_goes_to_dlq_without_content_or_keys() -> None:
+async def test_permanent_failure_is_parked_in_the_dlq_with_its_case_not_emitted() -> None:
+    """A failed evaluation is dead-lettered with what `nexagauge dlq replay` needs (the case, the
+    span's identity, node set, sources) - never the judge key - and not emitted: the replay
+    emits it once under the same evaluation ids."""
     clock, em, prod = Clock(), Emitter(), Producer()
     stage = make_stage(em, clock, prod)
     t = rand_tid()
@@ -181,18 +184,36 @@ async def test_failed_evaluation_goes_to_dlq_without_content_or_keys() -> None:
         TP, [record(0, traces_request(sdk_turn(t, "secret question", "secret answer")))]
     )
     await settle(stage, clock)
-    assert em.cases == [f"{t.hex()}:{sid(1).hex()}"]  # the explicit failed result is still emitted
+    assert em.cases == []  # parked, not counted as an evaluation
     [d] = prod.sent
     assert d["headers"][HEADER_REASON] == b"evaluation_failed"
+    assert d["headers"]["nexagauge.dlq.replayable"] == b"1"
     body = json.loads(d["value"])
+    assert body["version"] == 2 and body["config_fingerprint"] == "fp1"
     assert body["trace_id"] == t.hex() and "relevance" in body["errors"]
-    blob = json.dumps(d, default=str)
-    assert (
-        "sk-secret-judge-key" not in blob
-        and "secret question" not in blob
-        and "secret answer" not in blob
-    )
+    assert body["case"]["output"] == "secret answer"  # what a replay evaluates
+    assert body["target"]["service"] == "shop-bot" and body["target"]["span_name"] == "answer"
+    assert body["sources"] == [[TOPIC, 0, 0]] and body["nodes"] is None
+    assert "sk-secret-judge-key" not in json.dumps(d, default=str)
     assert pos(stage) == 1 and stage.stats.failed == 1
+
+
+async def test_a_case_over_the_bound_is_dead_lettered_without_it() -> None:
+    clock, em, prod = Clock(), Emitter(), Producer()
+    stage = make_stage(em, clock, prod, dlq_max_case_bytes=10)
+
+    class FailingExecutor:
+        async def run_case(self, case: Any, index: int) -> CaseResult:
+            return CaseResult(index, case.case_id, case=case, error="boom")
+
+    stage._executor = lambda nodes: (FailingExecutor(), "fp1")  # type: ignore[method-assign, assignment, return-value]
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q?", "a.")))])
+    await settle(stage, clock)
+    [d] = prod.sent
+    body = json.loads(d["value"])
+    assert body["case"] is None and "dlq_max_case_bytes (10)" in body["case_omitted"]
+    assert d["headers"]["nexagauge.dlq.replayable"] == b"0"
+    assert pos(stage) == 1
 
 
 async def test_emit_retries_then_dead_letters() -> None:
