@@ -193,7 +193,7 @@ async def test_permanent_failure_is_parked_in_the_dlq_with_its_case_not_emitted(
     assert body["trace_id"] == t.hex() and "relevance" in body["errors"]
     assert body["case"]["output"] == "secret answer"  # what a replay evaluates
     assert body["target"]["service"] == "shop-bot" and body["target"]["span_name"] == "answer"
-    assert body["sources"] == [[TOPIC, 0, 0]] and body["nodes"] is None
+    assert body["sources"] == [[TOPIC, 0, 0]] and body["nodes"] == ["relevance"]
     assert "sk-secret-judge-key" not in json.dumps(d, default=str)
     assert pos(stage) == 1 and stage.stats.failed == 1
 
