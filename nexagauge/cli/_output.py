@@ -258,7 +258,10 @@ def summary_csv(rows: list[dict[str, Any]]) -> str:
 def write_json(path: Path, obj: Any) -> None:
     """Write JSON atomically-enough for a report file (temp name, then rename)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # backslashreplace: text no UTF-8 can hold (an unpaired surrogate, e.g. an input path with
+    # undecodable bytes) is written as its JSON escape, so the file stays valid JSON
+    text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
     tmp.replace(path)
 
 

@@ -6,10 +6,14 @@ Writes, under ``--output-dir`` (default ``./nexagauge-out``):
   ``outcomes`` (per node: status, skip/error reason, cached flag, elapsed seconds);
 - ``summary.json`` / ``summary.csv``: per metric count, mean, median, min, max, pass rate, errors,
   skipped; per node status counts and skip reasons; totals and ``--fail-under`` checks;
-- ``errors.jsonl``: one line per bad record (index, line, reason) and per node error.
+- ``errors.jsonl``: one line per bad record (index, line, case id, field, reason), per node error,
+  per warning (a number read as text) and per input error; bad records and warnings are also
+  named on stderr (see :mod:`nexagauge.cli._sink`).
 
-Exit status: 0 when every record ran without node errors; 1 when a record failed or a node errored;
-3 when only a ``--fail-under`` bound was breached; 2 for usage errors.
+No record stops the run: a record nothing can read is one error line, ``summary.json`` is always
+written. Exit status: 0 when every record ran without node errors; 1 when a record failed, a node
+errored or the input held no records; 3 when only a ``--fail-under`` bound was breached; 2 for
+usage errors.
 
 Example:
     nexagauge run refmatch --input nexagauge/data/sample.jsonl --output-dir out/refmatch
@@ -22,20 +26,19 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from nexagauge.cli._output import (
     SummaryBuilder,
     fmt,
     format_table,
-    safe_filename,
     summary_csv,
     write_json,
 )
 from nexagauge.cli._progress import Progress
+from nexagauge.cli._sink import ReportSink
 from nexagauge.cli.main import (
     EXIT_FAIL_UNDER,
     EXIT_FAILURES,
@@ -156,72 +159,6 @@ def make_executor(rt: Any, plan_: Any, concurrency: int | None, field_map: dict[
         ) from None
 
 
-@dataclass
-class _Sink:
-    """Writes case reports and errors as results stream in."""
-
-    out: Path
-    errors: TextIO
-    used_names: set[str] = field(default_factory=set)
-    files: int = 0
-
-    def case(self, res: Any, line: int | None, target: str) -> None:
-        report = res.report
-        ok_report = res.outcomes.get("report")
-        if ok_report is not None and ok_report.status == "ok" and report is not None:
-            doc: dict[str, Any] = report.model_dump(mode="json")
-        else:
-            doc = {"case_id": res.case_id, "target": target}
-        doc["index"] = res.index
-        doc["line"] = line
-        doc["outcomes"] = {
-            name: {
-                "status": o.status,
-                "reason": o.reason,
-                "cached": o.cached,
-                "elapsed_s": round(o.elapsed_s, 6),
-                **(
-                    {"original_cost": o.original_cost.model_dump()}
-                    if o.original_cost is not None
-                    else {}
-                ),
-            }
-            for name, o in res.outcomes.items()
-        }
-        name = safe_filename(str(res.case_id), res.index, self.used_names)
-        doc["file"] = f"cases/{name}.json"
-        write_json(self.out / "cases" / f"{name}.json", doc)
-        self.files += 1
-        for node, o in res.outcomes.items():
-            if o.status == "error":
-                self.error(
-                    {
-                        "kind": "node",
-                        "index": res.index,
-                        "line": line,
-                        "case_id": res.case_id,
-                        "node": node,
-                        "reason": o.reason,
-                    }
-                )
-
-    def record_error(self, res: Any, line: int | None) -> None:
-        self.error(
-            {
-                "kind": "record",
-                "index": res.index,
-                "line": line,
-                "case_id": res.case_id,
-                "field": res.error_field,
-                "reason": res.error,
-            }
-        )
-
-    def error(self, obj: dict[str, Any]) -> None:
-        self.errors.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        self.errors.flush()
-
-
 def _prepare_output(out: Path) -> None:
     try:
         (out / "cases").mkdir(parents=True, exist_ok=True)
@@ -317,8 +254,12 @@ async def _run(
         )
         input_error: str | None = None
         interrupted = False
-        with (out / "errors.jsonl").open("w", encoding="utf-8") as errors:
-            sink = _Sink(out, errors)
+        # backslashreplace: an unpaired surrogate in a case id (valid JSON escaping, not
+        # encodable) is written as its JSON escape "\\udXXX", so the line stays valid JSON
+        with (out / "errors.jsonl").open(
+            "w", encoding="utf-8", errors="backslashreplace"
+        ) as errors:
+            sink = ReportSink(out, errors, verbose=getattr(args, "verbose", 0) > 0)
             try:
                 async for res in ex.run_records(reader):
                     line = reader.pop_line(res.index)
@@ -335,6 +276,9 @@ async def _run(
                 interrupted = True
             finally:
                 progress.close()
+            if not summary.records and input_error is None and not interrupted and args.limit != 0:
+                input_error = f"{args.input}: the input holds no records"
+                sink.error({"kind": "input", "reason": input_error})
         duration = time.perf_counter() - t0
         rows = summary.metric_rows()
         checks = check_bounds(rows, bounds)
@@ -362,6 +306,7 @@ async def _run(
             "records": summary.records,
             "cases": summary.cases,
             "failed_records": summary.failed_records,
+            "warnings": sink.warnings,
             "node_errors": summary.node_errors,
             "metric_errors": summary.metric_errors,
             "input_error": input_error,
@@ -398,12 +343,7 @@ async def _run(
         print(line)
     if input_error:
         print(f"nexagauge: input error: {input_error}", file=sys.stderr)
-    if summary.failed_records:
-        print(
-            f"nexagauge: {summary.failed_records} record(s) could not be evaluated; "
-            f"see {out / 'errors.jsonl'}",
-            file=sys.stderr,
-        )
+    sink.print_problems(summary.failed_records, out / "errors.jsonl")
     for c in breached:
         print(f"FAIL --fail-under {c['metric']}={c['bound']}: {c['why']}", file=sys.stderr)
     if interrupted:

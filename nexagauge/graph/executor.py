@@ -341,12 +341,18 @@ class Executor:
                     yield r
 
         try:
-            async for index, raw in source():
-                window.append(asyncio.create_task(self._one(index, raw)))
-                while len(window) >= self.max_in_flight:
-                    yield await window.popleft()
+            broken: Exception | None = None
+            try:
+                async for index, raw in source():
+                    window.append(asyncio.create_task(self._one(index, raw)))
+                    while len(window) >= self.max_in_flight:
+                        yield await window.popleft()
+            except Exception as e:  # the input broke off: what was read before still counts
+                broken = e
             while window:
                 yield await window.popleft()
+            if broken is not None:
+                raise broken
         finally:
             for t in window:
                 t.cancel()
@@ -360,6 +366,11 @@ class Executor:
             case = raw if isinstance(raw, EvalCase) else parse_record(raw, index, self.field_map)
         except RecordError as e:
             return CaseResult(index, e.case_id, error=str(e), error_field=e.field)
+        except Exception as e:  # a record parse_record did not foresee: still only this record
+            log.exception("record %d could not be parsed", index)
+            return CaseResult(
+                index, None, error=f"record {index}: cannot be read: {type(e).__name__}: {e}"
+            )
         return await self.run_case(case, index)
 
 

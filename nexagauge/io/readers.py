@@ -43,12 +43,12 @@ import gzip
 import io
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
+from nexagauge.io.jsonscan import JsonScanError, JsonScanner, decode_json, json_problem
 from nexagauge.schema.case import FIELD_ALIASES, KNOB_BLOCKS, RecordError
 
 Format = Literal["json", "jsonl", "csv", "tsv"]
@@ -60,8 +60,6 @@ _EXTENSIONS: dict[str, Format] = {
     ".csv": "csv",
     ".tsv": "tsv",
 }
-#: read size of the JSON scanner; an element larger than this just grows the buffer
-CHUNK_CHARS = 1 << 16
 
 #: CSV columns whose cells are always JSON (objects, arrays or booleans)
 JSON_COLUMNS = frozenset({*KNOB_BLOCKS, *FIELD_ALIASES["conversation"], "metadata"})
@@ -188,7 +186,6 @@ class RecordReader:
             self.lines[index] = lineno
             try:
                 line = raw_line.decode("utf-8")
-                yield index, json.loads(line.rstrip("\r\n"))
             except UnicodeDecodeError as e:
                 yield (
                     index,
@@ -198,82 +195,128 @@ class RecordReader:
                         f"line {lineno}: not UTF-8 text ({e.reason} at column {e.start + 1})",
                     ),
                 )
-            except json.JSONDecodeError as e:
-                yield (
-                    index,
-                    RecordError(
-                        index, None, f"line {lineno}: invalid JSON: {e.msg} (column {e.colno})"
-                    ),
-                )
+            else:
+                yield index, decode_json(line.rstrip("\r\n"), index, lineno)
             index += 1
 
     # -- JSON array / concatenated objects -----------------------------------------------------
     def _json(self, f: IO[str]) -> Iterator[tuple[int, Any]]:
-        scanner = _JsonScanner(f, self)
-        for index, (lineno, text, problem) in enumerate(scanner.elements()):
-            self.lines[index] = lineno
-            if problem is not None:
-                yield index, RecordError(index, None, f"line {lineno}: invalid JSON: {problem}")
-            else:
-                try:
-                    yield index, json.loads(text)
-                except json.JSONDecodeError as e:
-                    yield (
-                        index,
-                        RecordError(
-                            index,
-                            None,
-                            f"line {lineno}: invalid JSON: {e.msg} "
-                            f"(line {lineno + e.lineno - 1}, column {e.colno})",
-                        ),
-                    )
+        scanner = JsonScanner(f, self)
+        try:
+            for index, (lineno, text, problem) in enumerate(scanner.elements()):
+                self.lines[index] = lineno
+                if problem is not None:
+                    yield index, RecordError(index, None, f"line {lineno}: invalid JSON: {problem}")
+                else:
+                    yield index, decode_json(text, index, lineno)
+        except JsonScanError as e:
+            raise ReaderError(str(e)) from None
 
     # -- CSV -----------------------------------------------------------------------------------
     def _csv(self, f: IO[str], delimiter: str) -> Iterator[tuple[int, Any]]:
-        reader = csv.DictReader(f, delimiter=delimiter)
+        lines = _LineCounter(f)
+        reader = csv.reader(lines, delimiter=delimiter)
         # logical field of each column, so a --field-renamed knob column is parsed like its field
         logical_of = {col: logical for logical, col in self.field_map.items()}
+        header: list[str] | None = None
         index = 0
-        start_line = 2
-        try:
-            for row in reader:
-                lineno, start_line = start_line, reader.line_num + 1
-                self.bytes_read = _tell(f, self.bytes_read)
-                self.lines[index] = lineno
-                yield index, self._csv_row(row, index, lineno, logical_of)
+        while True:
+            start = lines.count + 1  # the row's first line (csv yields [] for each blank line)
+            try:
+                row = _next_row(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:  # one broken row; the reader goes on at the next line
+                if header is None:
+                    raise ReaderError(
+                        f"{self.path}: line {start}: invalid CSV header: {e}"
+                    ) from None
+                self.lines[index] = start
+                where = f"line {start}" if lines.count <= start else f"lines {start}-{lines.count}"
+                yield index, RecordError(index, None, f"{where}: invalid CSV: {e}")
                 index += 1
-        except csv.Error as e:
-            yield index, RecordError(index, None, f"line {reader.line_num}: invalid CSV: {e}")
+                continue
+            if not row:
+                continue
+            if header is None:
+                header = row
+                continue
+            self.bytes_read = _tell(f, self.bytes_read)
+            self.lines[index] = start
+            yield index, self._csv_row(header, row, index, start, logical_of)
+            index += 1
 
     def _csv_row(
-        self, row: dict[str | None, Any], index: int, lineno: int, logical_of: dict[str, str]
+        self,
+        header: list[str],
+        cells: list[str],
+        index: int,
+        lineno: int,
+        logical_of: dict[str, str],
     ) -> dict[str, Any] | RecordError:
-        extra = row.pop(None, None)
-        if extra:
+        if len(cells) > len(header):
             return RecordError(
-                index, None, f"line {lineno}: row has {len(extra)} more cells than the header"
+                index,
+                None,
+                f"line {lineno}: row has {len(cells) - len(header)} more cells than the header",
             )
         out: dict[str, Any] = {}
-        for col, cell in row.items():
-            if col is None or cell is None or cell.strip() == "":
+        for col, cell in zip(header, cells, strict=False):
+            if cell.strip() == "":
                 continue  # an empty cell is a missing value
             name = logical_of.get(col, col)
             if name in JSON_COLUMNS:
                 try:
                     out[col] = json.loads(cell)
-                except json.JSONDecodeError as e:
+                except (ValueError, RecursionError) as e:
                     return RecordError(
-                        index, col, f"line {lineno}: cell is not valid JSON: {e.msg}"
+                        index, col, f"line {lineno}: cell is not valid JSON: {json_problem(e)}"
                     )
             elif name in LIST_COLUMNS and cell.lstrip().startswith("["):
                 try:
                     value = json.loads(cell)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     value = cell  # text that happens to start with '['
                 out[col] = value
             else:
                 out[col] = cell
         return out
+
+
+#: largest CSV cell read (the csv module's default, 131,072 characters, is smaller than a long
+#: context document; memory is bounded by the record either way, as in the JSON readers)
+MAX_CSV_CELL = min(sys.maxsize, 2**31 - 1)
+
+
+def _next_row(reader: Iterator[list[str]]) -> list[str]:
+    """The next CSV row, read with :data:`MAX_CSV_CELL` as the cell limit.
+
+    ``csv.field_size_limit`` is process-wide, so it is raised only for this call and restored:
+    other users of the csv module keep theirs.
+    """
+    previous = csv.field_size_limit(MAX_CSV_CELL)
+    try:
+        return next(reader)
+    finally:
+        csv.field_size_limit(previous)
+
+
+class _LineCounter:
+    """Iterates the lines of a text file for ``csv.reader``, counting them (exact row lines)."""
+
+    def __init__(self, f: IO[str]) -> None:
+        self.f = f
+        self.count = 0
+
+    def __iter__(self) -> _LineCounter:
+        return self
+
+    def __next__(self) -> str:
+        line = self.f.readline()
+        if not line:
+            raise StopIteration
+        self.count += 1
+        return line
 
 
 def _tell(f: IO[str], fallback: int) -> int:
@@ -282,180 +325,6 @@ def _tell(f: IO[str], fallback: int) -> int:
         return int(buffer.tell()) if buffer is not None else fallback
     except (OSError, ValueError):
         return fallback
-
-
-_OUTSIDE = re.compile(r'[\[\]{}",]')
-_INSIDE = re.compile(r'["\\\n]')
-_WS = re.compile(r"[\s,]*")
-_CLOSER = {"}": "{", "]": "["}
-
-
-class _JsonScanner:
-    """Finds the text of each top-level element without decoding the whole file.
-
-    Tracks brackets and strings only; decoding (and precise error messages) is left to ``json``.
-    """
-
-    def __init__(self, f: IO[str], owner: RecordReader) -> None:
-        self.f = f
-        self.owner = owner
-        self.buf = ""
-        self.pos = 0
-        self.line = 1  # line number at self.pos
-        self.eof = False
-        self.truncated = False  # the last element ran into the end of the file
-
-    def _more(self) -> bool:
-        if self.eof:
-            return False
-        # drop what has been consumed so the buffer holds at most one element plus a chunk
-        if self.pos > CHUNK_CHARS:
-            self.buf = self.buf[self.pos :]
-            self.pos = 0
-        chunk = self.f.read(CHUNK_CHARS)
-        if not chunk:
-            self.eof = True
-            return False
-        self.owner.bytes_read += len(chunk.encode("utf-8", "surrogatepass"))
-        self.buf += chunk
-        return True
-
-    def _advance(self, to: int) -> None:
-        self.line += self.buf.count("\n", self.pos, to)
-        self.pos = to
-
-    def _skip(self, pattern: re.Pattern[str]) -> None:
-        while True:
-            m = pattern.match(self.buf, self.pos)
-            end = m.end() if m else self.pos
-            self._advance(end)
-            if end < len(self.buf) or not self._more():
-                return
-
-    def elements(self) -> Iterator[tuple[int, str, str | None]]:
-        """Yield ``(start_line, element_text, problem)``; ``problem`` is set for broken input."""
-        self._skip(re.compile(r"\s*"))
-        if self.pos >= len(self.buf):
-            return  # an empty file holds no records
-        first = self.buf[self.pos]
-        if first == "[":
-            in_array = True
-            self._advance(self.pos + 1)
-        elif first == "{":
-            in_array = False
-        else:
-            raise ReaderError(
-                f"{self.owner.path}: line {self.line}: expected a JSON array or objects, "
-                f"found {first!r}"
-            )
-        while True:
-            self._skip(_WS if in_array else re.compile(r"\s*"))
-            if self.pos >= len(self.buf):
-                if in_array and not self.truncated:
-                    raise ReaderError(
-                        f"{self.owner.path}: line {self.line}: unexpected end of file "
-                        "(the array has no closing ']'); the file may be truncated"
-                    )
-                return
-            if in_array and self.buf[self.pos] == "]":
-                self._advance(self.pos + 1)
-                self._skip(re.compile(r"\s*"))
-                if self.pos < len(self.buf):
-                    raise ReaderError(
-                        f"{self.owner.path}: line {self.line}: unexpected data after the array"
-                    )
-                return
-            yield self._element(in_array)
-
-    def _element(self, in_array: bool) -> tuple[int, str, str | None]:
-        start, start_line = self.pos, self.line
-        stack: list[str] = []
-        problem: str | None = None
-        i = start
-        in_string = False
-        while True:
-            pattern = _INSIDE if in_string else _OUTSIDE
-            m = pattern.search(self.buf, i)
-            if m is None:
-                i = len(self.buf)
-                if self._more_keeping(start):
-                    start, i = self._rebase(start, i)
-                    continue
-                end = len(self.buf)
-                if stack or in_string:
-                    problem = problem or "unexpected end of file inside a record"
-                    self.truncated = True
-                break
-            c = m.group()
-            i = m.end()
-            if in_string:
-                if c == "\\":
-                    if i >= len(self.buf) and self._more_keeping(start):
-                        start, i = self._rebase(start, i)
-                    i += 1  # skip the escaped character
-                elif c == '"':
-                    in_string = False
-                else:  # a raw newline: JSON strings cannot span lines
-                    problem = problem or "unterminated string"
-                    in_string = False
-                continue
-            if c == '"':
-                in_string = True
-            elif c in "[{":
-                stack.append(c)
-            elif c in "]}":
-                if not stack:
-                    if in_array and c == "]":
-                        end = i - 1  # the array's closing bracket ends a scalar element
-                        break
-                    problem = problem or f"unexpected {c!r}"
-                    end = i
-                    break
-                if _CLOSER[c] not in stack:
-                    if in_array and c == "]":  # the array ends inside an unfinished record
-                        problem = problem or "incomplete record before the closing ']'"
-                        end = i - 1
-                        break
-                    problem = problem or f"unexpected {c!r}"  # a stray closer
-                    continue
-                if stack[-1] != _CLOSER[c]:
-                    problem = problem or f"mismatched {c!r}"
-                    # resynchronize: the closer closes its nearest matching opener
-                    while stack and stack[-1] != _CLOSER[c]:
-                        stack.pop()
-                if stack:
-                    stack.pop()
-                if not stack and not in_array:
-                    end = i
-                    break
-            elif c == "," and not stack and in_array:
-                end = i - 1
-                break
-        text = self.buf[start:end]
-        self._advance(end)
-        return start_line, text, problem
-
-    def _more_keeping(self, start: int) -> bool:
-        """Read more input without dropping the element that starts at ``start``."""
-        if self.eof:
-            return False
-        chunk = self.f.read(CHUNK_CHARS)
-        if not chunk:
-            self.eof = True
-            return False
-        self.owner.bytes_read += len(chunk.encode("utf-8", "surrogatepass"))
-        self.buf += chunk
-        return True
-
-    def _rebase(self, start: int, i: int) -> tuple[int, int]:
-        """Drop consumed text before ``start`` (keeps memory bounded during long files)."""
-        if start > CHUNK_CHARS:
-            self.line += self.buf.count("\n", self.pos, start)
-            self.buf = self.buf[start:]
-            i -= start
-            start = 0
-            self.pos = 0
-        return start, i
 
 
 def iter_records(

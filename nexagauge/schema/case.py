@@ -17,20 +17,53 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    model_validator,
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nexagauge.schema.knobs import (
+    BLOCK_MODELS,
+    KNOB_BLOCKS,
+    ConversationRelevanceConfig,
+    GevalConfig,
+    GevalMetricDef,
+    GroundingConfig,
+    ItemField,
+    JudgeKnobs,
+    RedteamConfig,
+    RedteamMetricDef,
+    RefalignConfig,
+    RelevanceConfig,
+    Rubric,
+    ScoringMode,
+    Turn,
 )
+from nexagauge.schema.rawvalue import RecordError, as_text, check_record, value_problem
+
+#: names importable from here (the knob models live in :mod:`nexagauge.schema.knobs`, the
+#: record error in :mod:`nexagauge.schema.rawvalue`)
+__all__ = [
+    "CONTEXT_SEPARATOR",
+    "FIELD_ALIASES",
+    "KNOB_BLOCKS",
+    "ConversationRelevanceConfig",
+    "EvalCase",
+    "GevalConfig",
+    "GevalMetricDef",
+    "GroundingConfig",
+    "ItemField",
+    "JudgeKnobs",
+    "RecordError",
+    "RedteamConfig",
+    "RedteamMetricDef",
+    "RefalignConfig",
+    "RelevanceConfig",
+    "Rubric",
+    "ScoringMode",
+    "Turn",
+    "parse_record",
+    "stable_case_id",
+]
 
 # --------------------------------------------------------------------------------------------
 # Field aliases (data schema, "Field Reference"). Order matters only for error messages.
@@ -43,156 +76,8 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "reference": ("reference", "ground_truth", "gold_answer", "label"),
     "conversation": ("conversation", "turns", "messages", "_conversation"),
 }
-KNOB_BLOCKS = ("relevance", "grounding", "redteam", "geval", "refalign", "conversation_relevance")
-#: Fields GEval / redteam rubrics may reference.
-ItemField = Literal["input", "output", "reference", "context"]
 
 CONTEXT_SEPARATOR = "\n\n"
-
-
-def _output_only() -> list[ItemField]:
-    return ["output"]
-
-
-class RecordError(ValueError):
-    """A record that cannot become a case. Names the record (index and id if known) and field.
-
-    Example:
-        >>> try:
-        ...     parse_record({"input": "Where is Paris?"}, 3)
-        ... except RecordError as e:
-        ...     print(e.field, "|", e)
-        output | record 3, field 'output': missing output (one of output/generation/response/answer/completion)
-    """
-
-    def __init__(
-        self, index: int | None, field: str | None, message: str, case_id: str | None = None
-    ):
-        self.index = index
-        self.field = field
-        self.reason = message
-        self.case_id = case_id
-        where = f"record {index}" if index is not None else "record"
-        if case_id:
-            where += f" (case_id={case_id!r})"
-        if field:
-            where += f", field {field!r}"
-        super().__init__(f"{where}: {message}")
-
-
-class ScoringMode(StrEnum):
-    BINARY = "binary_yes_no"
-    SCALE = "scale_1_5"
-
-
-class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
-
-
-class JudgeKnobs(_Block):
-    """The two knobs shared by every LLM-judge node (defaults: binary, no reasoning)."""
-
-    scoring_mode: ScoringMode = ScoringMode.BINARY
-    include_reasoning: StrictBool = False
-    enabled: StrictBool = True
-
-
-class RelevanceConfig(JudgeKnobs):
-    """``relevance`` block: scoring knobs plus the Axion and Ragas options.
-
-    ``method``: ``claims`` (per-claim judging, default) or ``question_generation`` (Ragas).
-    ``relevancy_mode``: ``task`` counts closely related helpful information; ``strict`` only direct
-    answers. ``penalize_ambiguity``: an explicit "unsure" verdict scores 0 instead of 1.
-    """
-
-    method: Literal["claims", "question_generation"] = "claims"
-    relevancy_mode: Literal["task", "strict"] = "task"
-    penalize_ambiguity: StrictBool = False
-    strictness: StrictInt = Field(default=3, ge=1, le=10)
-    multi_turn_strategy: Literal["last_turn", "all_turns"] = "last_turn"
-
-
-class GroundingConfig(JudgeKnobs):
-    pass
-
-
-class Rubric(_Block):
-    goal: StrictStr
-    violations: list[StrictStr] = Field(default_factory=list)
-    non_violations: list[StrictStr] = Field(default_factory=list)
-
-
-class RedteamMetricDef(_Block):
-    name: StrictStr = Field(min_length=1)
-    item_fields: list[ItemField] = Field(default_factory=_output_only, min_length=1)
-    rubric: Rubric
-
-
-class RedteamConfig(JudgeKnobs):
-    """``redteam`` block. Custom rubrics add to the defaults (bias, toxicity); a custom rubric with
-    a default's name replaces it; ``replace_defaults: true`` drops the defaults entirely."""
-
-    metrics: list[RedteamMetricDef] = Field(default_factory=list)
-    replace_defaults: StrictBool = False
-
-    @model_validator(mode="after")
-    def _unique(self) -> RedteamConfig:
-        names = [m.name for m in self.metrics]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate redteam metric names: {sorted(dup)}")
-        return self
-
-
-class GevalMetricDef(_Block):
-    name: StrictStr = Field(min_length=1)
-    item_fields: list[ItemField] = Field(default_factory=_output_only, min_length=1)
-    criteria: StrictStr | None = None
-    evaluation_steps: list[StrictStr] | None = None
-    threshold: StrictFloat | StrictInt = 0.5
-
-    @model_validator(mode="after")
-    def _criteria_or_steps(self) -> GevalMetricDef:
-        if not self.criteria and not self.evaluation_steps:
-            raise ValueError(f"geval metric {self.name!r} needs 'criteria' or 'evaluation_steps'")
-        return self
-
-
-class GevalConfig(JudgeKnobs):
-    metrics: list[GevalMetricDef] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _unique(self) -> GevalConfig:
-        names = [m.name for m in self.metrics]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate geval metric names: {sorted(dup)}")
-        return self
-
-
-class RefalignConfig(_Block):
-    """``refalign`` block: embedding alignment of output units to reference units."""
-
-    atomic_chunks: StrictBool = False
-    similarity_threshold: StrictFloat = Field(default=0.7, ge=0.0, le=1.0)
-    refine_top_k: StrictInt | None = Field(default=None, ge=1)
-    enabled: StrictBool = True
-
-
-class ConversationRelevanceConfig(JudgeKnobs):
-    """``conversation_relevance`` block (promptfoo/DeepEval conversation relevancy)."""
-
-    window_size: StrictInt = Field(default=5, ge=1, le=50)
-    window_mode: Literal["per_turn", "sliding"] = "per_turn"
-    threshold: StrictFloat = Field(default=0.5, ge=0.0, le=1.0)
-    rubric_prompt: StrictStr | None = None
-
-
-class Turn(_Block):
-    """One conversation turn: the user's input and the assistant's output."""
-
-    input: StrictStr
-    output: StrictStr
 
 
 class EvalCase(BaseModel):
@@ -228,6 +113,8 @@ class EvalCase(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     #: which knob blocks the record set explicitly (so reports can show user intent)
     explicit_blocks: tuple[str, ...] = ()
+    #: what was read but looks like a mistake (a number where text belongs); never an error
+    warnings: tuple[str, ...] = ()
 
     def has(self, field: str) -> bool:
         """Whether a data field is present and non-empty (drives node eligibility)."""
@@ -245,7 +132,7 @@ class EvalCase(BaseModel):
 
     def fingerprint(self) -> str:
         """Content hash of everything that can change a score (used in cache keys)."""
-        payload = self.model_dump(mode="json", exclude={"metadata", "explicit_blocks"})
+        payload = self.model_dump(mode="json", exclude={"metadata", "explicit_blocks", "warnings"})
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -280,19 +167,6 @@ def _pick(
 
 def _empty(v: Any) -> bool:
     return v is None or (isinstance(v, str) and v.strip() == "") or (isinstance(v, list) and not v)
-
-
-def _as_text(value: Any, field: str, index: int | None, case_id: str | None = None) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or value is None:
-        raise RecordError(
-            index, field, f"expected text, got {type(value).__name__}", case_id=case_id
-        )
-    if isinstance(value, int | float):
-        # a number as answer ("42") is legitimate data, not a coercion of a wrong type
-        return str(value)
-    raise RecordError(index, field, f"expected text, got {type(value).__name__}", case_id=case_id)
 
 
 def _context_docs(
@@ -359,12 +233,17 @@ def _conversation(
                 "expected {input, output} turns or {role, content} messages",
                 case_id=case_id,
             )
-        role = str(m["role"]).lower()
+        if not isinstance(m["role"], str):
+            raise RecordError(
+                index,
+                f"{field}[{i}].role",
+                f"expected a role name, got {type(m['role']).__name__}",
+                case_id=case_id,
+            )
+        role = m["role"].lower()
         content = m.get("content")
         if isinstance(content, list):  # parts layout
-            content = "".join(
-                p.get("content", p.get("text", "")) for p in content if isinstance(p, Mapping)
-            )
+            content = _parts_text(content, f"{field}[{i}].content", index, case_id)
         if not isinstance(content, str):
             raise RecordError(
                 index, f"{field}[{i}].content", "message content must be text", case_id=case_id
@@ -385,6 +264,29 @@ def _conversation(
     return tuple(out)
 
 
+def _parts_text(parts: list[Any], field: str, index: int | None, case_id: str | None) -> str:
+    """The text of a message's parts (``[{"type": "text", "text": ...}, ...]``), joined.
+
+    A part without text (an image, a tool call) adds nothing; a part whose text is not text is
+    an error naming it (``messages[0].content[2].text``).
+    """
+    texts: list[str] = []
+    for j, part in enumerate(parts):
+        if not isinstance(part, Mapping):
+            continue
+        key = "content" if "content" in part else "text"
+        text = part.get(key, "")
+        if not isinstance(text, str):
+            raise RecordError(
+                index,
+                f"{field}[{j}].{key}",
+                f"message part text must be text, got {type(text).__name__}",
+                case_id=case_id,
+            )
+        texts.append(text)
+    return "".join(texts)
+
+
 def _first_error(e: ValidationError, with_loc: bool = True) -> str:
     err = e.errors()[0]
     loc = _fmt_loc(tuple(err.get("loc", ())))
@@ -393,16 +295,6 @@ def _first_error(e: ValidationError, with_loc: bool = True) -> str:
     if isinstance(given, str | int | float | bool):
         msg += f" (got {given!r})"
     return f"{loc}: {msg}" if loc and with_loc else msg
-
-
-_BLOCK_MODELS: dict[str, type[BaseModel]] = {
-    "relevance": RelevanceConfig,
-    "grounding": GroundingConfig,
-    "redteam": RedteamConfig,
-    "geval": GevalConfig,
-    "refalign": RefalignConfig,
-    "conversation_relevance": ConversationRelevanceConfig,
-}
 
 
 def stable_case_id(
@@ -414,6 +306,18 @@ def stable_case_id(
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x1f")
     return "case-" + h.hexdigest()[:16]
+
+
+def _id_hint(record: Mapping[str, Any], field_map: Mapping[str, str]) -> str | None:
+    """The record's case id as text for error messages, if it has a usable one."""
+    cols = (field_map["case_id"],) if "case_id" in field_map else FIELD_ALIASES["case_id"]
+    for col in cols:
+        v = record.get(col)
+        if isinstance(v, str) and v.strip():
+            return v
+        if isinstance(v, int) and not isinstance(v, bool) and value_problem(v) is None:
+            return str(v)
+    return None
 
 
 def parse_record(
@@ -437,12 +341,14 @@ def parse_record(
     if unknown_logical:
         raise RecordError(index, None, f"--field maps unknown fields {sorted(unknown_logical)}")
 
+    case_id_hint = _id_hint(record, field_map)
+    check_record(record, index, case_id_hint)  # first: nothing below may meet an unusable value
     raw_id = _pick(record, "case_id", field_map, index)[1]
-    case_id_hint = str(raw_id) if raw_id is not None and not isinstance(raw_id, bool) else None
 
     def err(field: str | None, msg: str) -> RecordError:
         return RecordError(index, field, msg, case_id=case_id_hint)
 
+    warnings: list[str] = []
     try:
         values: dict[str, Any] = {}
         src, conv = _pick(record, "conversation", field_map, index)
@@ -461,13 +367,13 @@ def parse_record(
             else:
                 aliases = "/".join(FIELD_ALIASES["output"])
                 raise err(src or "output", f"missing output (one of {aliases})")
-        values["output"] = _as_text(out, src or "output", index, case_id_hint)
+        values["output"] = as_text(out, src or "output", index, case_id_hint, warnings)
         if not values["output"].strip():
             raise err(src or "output", "output is empty")
 
         src, inp = _pick(record, "input", field_map, index)
         if inp is not None:
-            values["input"] = _as_text(inp, src or "input", index, case_id_hint)
+            values["input"] = as_text(inp, src or "input", index, case_id_hint, warnings)
         elif turns:
             values["input"] = turns[-1].input
 
@@ -479,10 +385,10 @@ def parse_record(
 
         src, ref = _pick(record, "reference", field_map, index)
         if ref is not None:
-            values["reference"] = _as_text(ref, src or "reference", index, case_id_hint)
+            values["reference"] = as_text(ref, src or "reference", index, case_id_hint, warnings)
 
         explicit = []
-        for block, model in _BLOCK_MODELS.items():
+        for block, model in BLOCK_MODELS.items():
             col = field_map.get(block, block)
             if col not in record or record[col] is None:
                 continue
@@ -507,6 +413,7 @@ def parse_record(
             if k not in known and k != "metadata":
                 metadata[k] = v
         values["metadata"] = metadata
+        values["warnings"] = tuple(warnings)
 
         if raw_id is not None:
             if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):

@@ -247,8 +247,17 @@ def test_wrong_types_are_errors_not_coercions(rec: dict[str, object], field: str
     assert "record 11" in str(e.value) and repr(field) in str(e.value)
 
 
-def test_numbers_are_legitimate_answers() -> None:
-    assert parse_record({"answer": 144, "ground_truth": 144}, 0).output == "144"
+def test_numbers_are_read_as_text_with_a_warning() -> None:
+    case = parse_record({"answer": 144, "ground_truth": 14.5}, 0)
+    assert (case.output, case.reference) == ("144", "14.5")
+    assert case.warnings == (
+        "field 'answer': the number 144 was read as the text '144' (quote it to silence this)",
+        "field 'ground_truth': the number 14.5 was read as the text '14.5' "
+        "(quote it to silence this)",
+    )
+    # the warning is not content: the same record with quoted numbers is the same case
+    quoted = parse_record({"answer": "144", "ground_truth": "14.5"}, 0)
+    assert quoted.warnings == () and quoted.fingerprint() == case.fingerprint()
 
 
 @pytest.mark.parametrize("raw", [[1, 2], "text", 5, None])

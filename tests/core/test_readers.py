@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexagauge.io import readers
+from nexagauge.io import jsonscan
 from nexagauge.io.readers import ReaderError, RecordReader, detect_format, iter_records
 from nexagauge.schema.case import RecordError
 
@@ -187,7 +187,7 @@ def test_json_array_scanner_round_trips(
     ensure_ascii: bool,
 ) -> None:
     """Whatever the layout and however the file is cut into reads, every record comes back."""
-    monkeypatch.setattr(readers, "CHUNK_CHARS", chunk)
+    monkeypatch.setattr(jsonscan, "CHUNK_CHARS", chunk)
     p = tmp_path / "r.json"
     p.write_text(json.dumps(records, indent=indent, ensure_ascii=ensure_ascii), encoding="utf-8")
     assert [r for _, r in iter_records(p)] == records
@@ -205,7 +205,7 @@ def test_json_array_is_streamed_not_loaded(tmp_path: Path) -> None:
     it = iter(reader)
     first = next(it)
     assert first[1]["case_id"] == "c0"
-    assert reader.bytes_read <= 2 * readers.CHUNK_CHARS < p.stat().st_size / 10
+    assert reader.bytes_read <= 2 * jsonscan.CHUNK_CHARS < p.stat().st_size / 10
     n = sum(1 for _ in it)
     assert n == 3999
 
@@ -269,7 +269,7 @@ def test_json_scanner_survives_garbage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, chunk: int
 ) -> None:
     """Any input ends in records, per-record errors or one ReaderError - never a crash or hang."""
-    monkeypatch.setattr(readers, "CHUNK_CHARS", chunk)
+    monkeypatch.setattr(jsonscan, "CHUNK_CHARS", chunk)
     p = tmp_path / "g.json"
     p.write_text("[" + body)
     items: list[tuple[int, Any]] = []
