@@ -119,6 +119,18 @@ def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[s
             assert {r["split"] for r in rows if (r["label"], r["kind"]) == key} == set(builder.SPLITS), key
 
 
+def test_every_case_has_a_frozen_half() -> None:
+    """A published case never changes half: the source names it (``build.py --freeze``)."""
+    for task in builder.TASKS:
+        cases = builder.parse(task, (builder.SRC / f"{task}.txt").read_text("utf-8"))
+        assert [c.id for c in cases if c.split is None] == []
+        # appending a case without a half moves no earlier case
+        extra = builder.Case("zz-new", "x", 0, None, "q?", "c.", [("direct", "A new one.", True)])
+        before = builder.assign_splits(cases)
+        after = builder.assign_splits([*cases, extra])
+        assert {k: after[k] for k in before} == before and after["zz-new"] in builder.SPLITS
+
+
 def test_required_kinds_present(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
     task, rows = task_rows
     have = {(r["label"], r["kind"]) for r in rows}

@@ -5,7 +5,7 @@ Each file is a list of *cases*; a case is one question (relevance) or one contex
 (grounding) plus one answer of several sentences, in answer order, each with a label and a
 ``kind`` saying what it tests::
 
-    === med-ibuprofen-dose | medicine
+    === med-ibuprofen-dose | medicine | calibration
     Q: How often can an adult take ibuprofen for a headache?
     + direct: Adults can take 200 to 400 mg every four to six hours.
     + pronoun_ref: It should be taken with food.
@@ -24,10 +24,14 @@ set's format (``tests/data/relevance_pairs.jsonl``): ``id``, ``item`` (the case 
 ``position`` (index of the sentence in its answer) and ``previous`` (the answer's earlier
 sentences, which a judge may use to resolve "it", "they").
 
-Split: by case, never by sentence; stratified by kind. Cases are taken in the order of the
-BLAKE2b hash of their id and each goes to the half (``calibration`` / ``heldout``) that keeps the
-per-(label, kind) sentence counts, the case counts and the sentence counts of the halves closest
-(ties: the hash). Calibration must only ever read the ``calibration`` half.
+Split: by case, never by sentence; stratified by kind; **frozen in the source**. Each case
+header names its half (``=== id | domain | calibration``) and a case never changes half once
+published, so a calibration fitted on an earlier version never sees today's held-out cases. A new
+case written without a half is assigned by ``build.py --freeze``: cases without a half, in source
+order, each go to the half (``calibration`` / ``heldout``) that keeps the per-(label, kind)
+sentence counts, the case counts and the sentence counts of the halves closest (ties: BLAKE2b of
+the id); ``--freeze`` then writes the half into the header. Calibration must only ever read the
+``calibration`` half.
 
 Example:
     >>> rel = build("relevance")
@@ -40,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +73,7 @@ class Case:
     id: str
     domain: str
     line: int
+    split: str | None = None
     question: str = ""
     context: str = ""
     sentences: list[tuple[str, str, bool]] = field(default_factory=list)  # (kind, text, positive)
@@ -81,10 +87,12 @@ def parse(task: str, text: str) -> list[Case]:
         if not line or line.startswith("#"):
             continue
         if line.startswith("==="):
-            head = line[3:].split("|")
-            if len(head) != 2 or not head[0].strip() or not head[1].strip():
-                raise ValueError(f"line {n}: expected '=== case-id | domain'")
-            cases.append(Case(head[0].strip(), head[1].strip(), n))
+            head = [h.strip() for h in line[3:].split("|")]
+            if len(head) not in (2, 3) or not all(head):
+                raise ValueError(f"line {n}: expected '=== case-id | domain [| split]'")
+            if len(head) == 3 and head[2] not in SPLITS:
+                raise ValueError(f"line {n}: split must be one of {SPLITS}, got {head[2]!r}")
+            cases.append(Case(head[0], head[1], n, head[2] if len(head) == 3 else None))
             continue
         if not cases:
             raise ValueError(f"line {n}: text before the first '===' case header")
@@ -115,13 +123,28 @@ def _h(s: str) -> str:
 
 
 def assign_splits(cases: list[Case]) -> dict[str, str]:
-    """Case id -> split: greedy, stratified by (label, kind), deterministic (see module doc)."""
+    """Case id -> split: the source's frozen half, else greedy and stratified (see module doc).
+
+    Only cases without a half are assigned, in source order, so appending cases never moves an
+    earlier one.
+    """
     counts = {s: Counter[tuple[bool, str]]() for s in SPLITS}
     n_cases = dict.fromkeys(SPLITS, 0)
     n_sents = dict.fromkeys(SPLITS, 0)
     out: dict[str, str] = {}
-    # big cases first spread best; the hash orders cases of equal size
-    for c in sorted(cases, key=lambda c: (-len(c.sentences), _h(c.id))):
+
+    def put(c: Case, to: str) -> None:
+        out[c.id] = to
+        counts[to].update((pos, kind) for kind, _, pos in c.sentences)
+        n_cases[to] += 1
+        n_sents[to] += len(c.sentences)
+
+    for c in cases:
+        if c.split is not None:
+            put(c, c.split)
+    for c in cases:
+        if c.split is not None:
+            continue
         mine = Counter((pos, kind) for kind, _, pos in c.sentences)
 
         def cost(to: str, mine: Counter[tuple[bool, str]] = mine, c: Case = c) -> float:
@@ -133,12 +156,24 @@ def assign_splits(cases: list[Case]) -> dict[str, str]:
             return imb
 
         a, b = cost(SPLITS[0]), cost(SPLITS[1])
-        to = SPLITS[0] if a < b else SPLITS[1] if b < a else SPLITS[int(_h(c.id), 16) % 2]
-        out[c.id] = to
-        counts[to].update(mine)
-        n_cases[to] += 1
-        n_sents[to] += len(c.sentences)
+        put(c, SPLITS[0] if a < b else SPLITS[1] if b < a else SPLITS[int(_h(c.id), 16) % 2])
     return out
+
+
+def freeze(task: str) -> int:
+    """Write the half of every case that has none into ``src/<task>.txt``; returns how many."""
+    path = SRC / f"{task}.txt"
+    text = path.read_text("utf-8")
+    cases = parse(task, text)
+    split = assign_splits(cases)
+    lines = text.splitlines(keepends=True)
+    todo = [c for c in cases if c.split is None]
+    for c in todo:
+        i = c.line - 1
+        end = "\n" if lines[i].endswith("\n") else ""
+        lines[i] = f"=== {c.id} | {c.domain} | {split[c.id]}{end}"
+    path.write_text("".join(lines), "utf-8")
+    return len(todo)
 
 
 def rows_of(task: str, cases: list[Case]) -> list[dict[str, Any]]:
@@ -183,8 +218,13 @@ def output_path(task: str) -> Path:
     return HERE / f"{task}.jsonl"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args not in ([], ["--freeze"]):
+        raise SystemExit("usage: build.py [--freeze]")
     for task in TASKS:
+        if args:
+            print(f"{task}: froze the half of {freeze(task)} new cases")
         rows = build(task)
         output_path(task).write_text(
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8"
