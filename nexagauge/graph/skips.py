@@ -8,8 +8,9 @@ e.g. ``"not eligible: no context"``) for people reading a trace. Two families sh
   ``not_eligible``, ``disabled``, ``no_judge``, ``judge_unsupported``, ``nothing_to_judge``,
   ``not_needed``, ``prerequisite_failed``;
 * a whole **evaluation** the online service did not run: ``rate_limit``, ``budget_hour``,
-  ``budget_day``, ``no_case``, ``invalid_case``, ``extract_error``, and conversation turns not
-  judged: ``duplicate_turn``, ``late_turn``, ``invalid_turn``.
+  ``budget_day``, ``no_case``, ``invalid_case``, ``invalid_span``, ``invalid_ids``,
+  ``extract_error``, and conversation turns not judged: ``duplicate_turn``, ``late_turn``,
+  ``invalid_turn``.
 
 ``other`` is the code of a reason nobody classified (a test walks every node's skip texts, so it
 does not appear in practice). :func:`skip_code` maps a reason (a code or a human text) to its
@@ -50,6 +51,8 @@ class SkipReason(StrEnum):
     BUDGET_DAY = "budget_day"
     NO_CASE = "no_case"
     INVALID_CASE = "invalid_case"
+    INVALID_SPAN = "invalid_span"
+    INVALID_IDS = "invalid_ids"
     EXTRACT_ERROR = "extract_error"
     DUPLICATE_TURN = "duplicate_turn"
     LATE_TURN = "late_turn"
@@ -72,7 +75,9 @@ DESCRIPTIONS: Final[dict[SkipReason, str]] = {
     SkipReason.BUDGET_DAY: "the daily USD judge budget is spent",
     SkipReason.NO_CASE: "the trace holds no span that can be evaluated",
     SkipReason.INVALID_CASE: "an answer span could not be turned into a case",
-    SkipReason.EXTRACT_ERROR: "reading the trace failed (a bug; logged)",
+    SkipReason.INVALID_SPAN: "a span could not be read (bad bytes, nested too deeply); only it",
+    SkipReason.INVALID_IDS: "a span without a valid trace/span id was dropped; only it",
+    SkipReason.EXTRACT_ERROR: "reading a span failed (a bug; logged); only that span",
     SkipReason.DUPLICATE_TURN: "a conversation turn already judged",
     SkipReason.LATE_TURN: "a conversation turn too old for the conversation window",
     SkipReason.INVALID_TURN: "a conversation turn record that cannot be read",

@@ -26,8 +26,9 @@ from nexagauge.sdk import conventions as C
 
 Message = tuple[str, str]  # (role, text)
 
-#: how deep content parts may nest inside a message (a list of parts, a part, its text)
-MAX_PART_DEPTH = 4
+#: how deep content parts may nest inside a message (a list of parts, a part, its text; deeper
+#: is not a chat message of any convention, and the span is rejected)
+MAX_PART_DEPTH = 8
 _IDX = re.compile(r"^(\d+)\.(.+)$")
 #: keys under which documents of common frameworks keep their text (LangChain ``page_content``,
 #: LlamaIndex ``text``, GenAI ``content``, Haystack ``content``, JS ``pageContent``)
@@ -79,7 +80,7 @@ def content_text(content: Any, _depth: int = 0) -> str | None:
     if isinstance(content, str):
         return content
     if _depth >= MAX_PART_DEPTH:
-        return None
+        raise BadContent(f"message content nested deeper than {MAX_PART_DEPTH} levels")
     if isinstance(content, Mapping):
         if content.get(C.PART_TYPE, C.PART_TYPE_TEXT) != C.PART_TYPE_TEXT:
             return None
@@ -122,7 +123,10 @@ def messages(v: Any, what: str = "messages") -> list[Message]:
         v = [v]
     if not isinstance(v, list):
         return [("user", v)] if isinstance(v, str) and v.strip() else []
-    return [m for m in (message(x) for x in v) if m is not None]
+    try:
+        return [m for m in (message(x) for x in v) if m is not None]
+    except BadContent as e:
+        raise BadContent(f"{what}: {e}") from None
 
 
 def render(v: Any, what: str = "value") -> str | None:

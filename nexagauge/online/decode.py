@@ -15,8 +15,11 @@ parsing it did (~0.3 us per KB), and at a 1% sample rate the decode-time discard
 spans to keep.
 
 Poison messages are reported as :class:`PoisonMessage` (reason + detail), never raised past the
-consumer: undecodable bytes, absurd sizes, JSON that is not an OTLP request, and requests whose
-spans all carry invalid ids.
+consumer: undecodable bytes, absurd sizes, JSON that is not an OTLP request (``{}`` included), and
+requests whose spans all carry invalid ids. One unreadable span (invalid UTF-8, attributes nested
+deeper than the protobuf runtime allows) is not poison: it is dropped alone and reported in
+:attr:`DecodedBatch.rejected`, the other spans of its message are kept
+(:mod:`nexagauge.online.salvage`).
 
 Example:
     >>> from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -30,19 +33,20 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from nexagauge.online.poison import PoisonMessage as PoisonMessage
+from nexagauge.online.salvage import Rejected as Rejected
+from nexagauge.online.salvage import json_request, salvage_proto
 from nexagauge.sdk import conventions as C
 
 Encoding = Literal["otlp_proto", "otlp_json"]
@@ -58,19 +62,6 @@ _ZERO_SPAN = b"\x00" * 8
 BASE_WANTED: frozenset[str] = frozenset(
     {C.NG_TURN_END, C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, C.NG_SDK_VERSION}
 )
-
-
-class PoisonMessage(Exception):
-    """A message that can never be processed; it goes to the dead-letter topic.
-
-    ``reason`` is a short stable token (``undecodable``, ``too_large``, ``invalid_ids``,
-    ``not_otlp``) used as a metric label and DLQ header; ``detail`` is a human explanation.
-    """
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(slots=True)
@@ -128,13 +119,15 @@ class LogRef:
 
 @dataclass(slots=True)
 class DecodedBatch:
-    """What one message contributed: spans or log records, and how many were dropped as invalid."""
+    """What one message contributed: spans or log records, how many were dropped for invalid
+    ids, and the unreadable items dropped on their own (:class:`Rejected`, each naming one)."""
 
     spans: list[SpanRecord] = field(default_factory=list)
     logs: list[LogRef] = field(default_factory=list)
     invalid: int = 0
     #: valid spans the ``keep`` filter dropped
     skipped: int = 0
+    rejected: list[Rejected] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,70 +185,31 @@ def _service(resource: Any) -> str:
     return "unknown"
 
 
-# --------------------------------------------------------------------------------------------
-# otlp_json: ids are hex in OTLP/JSON, base64 in protobuf's canonical JSON
-# --------------------------------------------------------------------------------------------
-_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
-
-
-def _hex_ids_to_b64(obj: Mapping[str, Any], path: str) -> None:
-    for k in _ID_KEYS:
-        v = obj.get(k)
-        if isinstance(v, str) and v:
-            try:
-                raw = bytes.fromhex(v)
-            except ValueError:
-                # never the value itself: it is app data (it may be a secret) and goes to logs
-                raise PoisonMessage(
-                    "undecodable", f"{path}.{k}: not hex ({len(v)} characters)"
-                ) from None
-            obj[k] = base64.b64encode(raw).decode()  # type: ignore[index]
-
-
-def _json_request(data: bytes, kind: Literal["traces", "logs"]) -> Any:
-    try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise PoisonMessage("undecodable", f"invalid JSON: {e}") from None
-    except RecursionError:
-        raise PoisonMessage("undecodable", "JSON nested too deeply") from None
-    outer, mid, inner = (
-        ("resourceSpans", "scopeSpans", "spans")
-        if kind == "traces"
-        else ("resourceLogs", "scopeLogs", "logRecords")
-    )
-    if not isinstance(doc, dict):
-        raise PoisonMessage("not_otlp", f"expected a JSON object with {outer!r}")
-    try:
-        for i, rs in enumerate(doc.get(outer) or []):
-            for j, ss in enumerate(rs.get(mid) or []):
-                for k, s in enumerate(ss.get(inner) or []):
-                    _hex_ids_to_b64(s, f"{outer}[{i}].{mid}[{j}].{inner}[{k}]")
-                    for li, link in enumerate(s.get("links") or []):
-                        _hex_ids_to_b64(link, f"{outer}[{i}].{mid}[{j}].{inner}[{k}].links[{li}]")
-        msg = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
-        json_format.ParseDict(doc, msg, ignore_unknown_fields=True, max_recursion_depth=64)
-        return msg
-    except PoisonMessage:
-        raise
-    except (json_format.ParseError, AttributeError, TypeError, ValueError, RecursionError) as e:
-        raise PoisonMessage("not_otlp", f"JSON is not an OTLP {kind} request: {e}") from None
-
-
-def _parse(data: bytes, encoding: Encoding, kind: Literal["traces", "logs"], max_bytes: int) -> Any:
+def _parse(
+    data: bytes, encoding: Encoding, kind: Literal["traces", "logs"], max_bytes: int
+) -> tuple[Any, list[Rejected]]:
+    """The export request in ``data`` and the items dropped from it as unreadable (one bad span
+    costs only itself: :mod:`nexagauge.online.salvage`); :class:`PoisonMessage` when nothing of
+    it can be used."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise PoisonMessage("undecodable", f"message value is {type(data).__name__}, not bytes")
     if len(data) > max_bytes:
         raise PoisonMessage("too_large", f"{len(data)} bytes exceeds the limit of {max_bytes}")
     if encoding == "otlp_json" or (data[:1] == b"{"):
         # a JSON object cannot be a valid OTLP protobuf request (0x7b is field 15, wire type 3)
-        return _json_request(bytes(data), kind)
+        try:
+            doc = json.loads(bytes(data))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise PoisonMessage("undecodable", f"invalid JSON: {e}") from None
+        except RecursionError:
+            raise PoisonMessage("undecodable", "JSON nested too deeply") from None
+        return json_request(doc, kind)
     msg = ExportTraceServiceRequest() if kind == "traces" else ExportLogsServiceRequest()
     try:
         msg.ParseFromString(bytes(data))
-    except (DecodeError, RuntimeError, ValueError) as e:
-        raise PoisonMessage("undecodable", f"not an OTLP protobuf {kind} request: {e}") from None
-    return msg
+    except (DecodeError, RuntimeError, ValueError):
+        return salvage_proto(bytes(data), kind)
+    return msg, []
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,11 +231,12 @@ def decode_traces(
 
     Raises :class:`PoisonMessage` when the message can never be processed. Spans with invalid
     ids (wrong length or all zeros) are dropped and counted in ``invalid``; when every span of a
-    non-empty request is invalid the message is poison (``invalid_ids``). ``keep`` filters spans
+    non-empty request is invalid the message is poison (``invalid_ids``). An unreadable span
+    (invalid UTF-8, nested too deeply) is dropped alone and listed in ``rejected``. ``keep`` filters spans
     before a record is built (the evaluator drops spans of traces it can never sample).
     """
-    req = _parse(data, encoding, "traces", max_bytes)
-    out = DecodedBatch()
+    req, rejected = _parse(data, encoding, "traces", max_bytes)
+    out = DecodedBatch(rejected=rejected)
     spans = out.spans
     for rs in req.resource_spans:
         service = _service(rs.resource)
@@ -352,8 +307,8 @@ def decode_logs(
     Log records without a trace/span id or with an unrelated event name are ignored (they are
     ordinary application logs, not poison).
     """
-    req = _parse(data, encoding, "logs", max_bytes)
-    out = DecodedBatch()
+    req, rejected = _parse(data, encoding, "logs", max_bytes)
+    out = DecodedBatch(rejected=rejected)
     for rl in req.resource_logs:
         for sl in rl.scope_logs:
             for r in sl.log_records:

@@ -17,6 +17,11 @@ logs). Then the evaluator reads the collector's topics directly.
 Delivery: a source message is committed only after every request produced from it is acknowledged
 by the broker (at-least-once; a crash re-produces, and the evaluator deduplicates spans by id).
 
+Bad input: a message that is not OTLP goes to the DLQ; so does a trace message none of whose spans
+has a 16-byte trace id (``invalid_ids``). A span without one in an otherwise good message, or an
+unreadable span (invalid UTF-8, nested too deeply: ``invalid_span``), is dropped alone, logged with
+its position and counted in ``nexagauge_skipped_total{reason}``; the other spans go on.
+
 Example:
     >>> from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     >>> req = ExportTraceServiceRequest()
@@ -42,6 +47,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from nexagauge.online.decode import PoisonMessage, _parse
 from nexagauge.online.dlq import DeadLetters
 from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.salvage import INVALID_SPAN
 from nexagauge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,20 +55,24 @@ log = logging.getLogger(__name__)
 SIGNAL_HEADER = "nexagauge.signal"
 SIGNAL_TRACES = b"traces"
 SIGNAL_LOGS = b"logs"
+#: reason of spans dropped for their ids (``nexagauge_skipped_total``; DLQ when all are)
+INVALID_IDS = "invalid_ids"
 
 
 def _split(
     req: Any, request_type: type, resources: str, scopes: str, items: str
-) -> dict[bytes, bytes]:
+) -> tuple[dict[bytes, bytes], int]:
     """Split an OTLP export request into one serialized request per trace id, keeping each
-    item's resource and scope (items without a 16-byte trace id are dropped)."""
+    item's resource and scope; also returns how many items had no 16-byte trace id (dropped)."""
     out: dict[bytes, Any] = {}
+    dropped = 0
     for res in getattr(req, resources):
         for scope in getattr(res, scopes):
             per: dict[bytes, Any] = {}
             for item in getattr(scope, items):
                 tid = item.trace_id
                 if len(tid) != 16:
+                    dropped += 1
                     continue
                 dst = per.get(tid)
                 if dst is None:
@@ -76,17 +86,25 @@ def _split(
                     dst.scope.CopyFrom(scope.scope)
                     dst.schema_url = scope.schema_url
                 getattr(dst, items).add().CopyFrom(item)
-    return {k: v.SerializeToString() for k, v in out.items()}
+    return {k: v.SerializeToString() for k, v in out.items()}, dropped
+
+
+def _split_traces(req: Any) -> tuple[dict[bytes, bytes], int]:
+    return _split(req, ExportTraceServiceRequest, "resource_spans", "scope_spans", "spans")
+
+
+def _split_logs(req: Any) -> tuple[dict[bytes, bytes], int]:
+    return _split(req, ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records")
 
 
 def split_traces(req: Any) -> dict[bytes, bytes]:
     """Split an ``ExportTraceServiceRequest`` into one serialized request per trace id."""
-    return _split(req, ExportTraceServiceRequest, "resource_spans", "scope_spans", "spans")
+    return _split_traces(req)[0]
 
 
 def split_logs(req: Any) -> dict[bytes, bytes]:
     """Split an ``ExportLogsServiceRequest`` by trace id (records without one are dropped)."""
-    return _split(req, ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records")
+    return _split_logs(req)[0]
 
 
 def _unexpected(e: Exception) -> PoisonMessage:
@@ -116,6 +134,8 @@ class RekeyStage:
         self.max_pending = max_pending
         self.produced = 0
         self.poison = 0
+        #: items dropped from otherwise good messages, by reason (``invalid_ids``, ``invalid_span``)
+        self.dropped: dict[str, int] = {}
 
     def _signal(self, topic: str) -> bytes:
         return SIGNAL_LOGS if topic == self.k.logs_topic else SIGNAL_TRACES
@@ -130,14 +150,25 @@ class RekeyStage:
             self.tracker.begin(key, rec.offset)
             try:
                 if signal == SIGNAL_LOGS:
-                    req = _parse(rec.value, self.k.encoding, "logs", self.k.max_message_bytes)
-                    parts = split_logs(req)
+                    req, rejected = _parse(
+                        rec.value, self.k.encoding, "logs", self.k.max_message_bytes
+                    )
+                    parts, _ = _split_logs(req)  # a log record without a trace is an app log
                 else:
-                    req = _parse(rec.value, self.k.encoding, "traces", self.k.max_message_bytes)
-                    parts = split_traces(req)
+                    req, rejected = _parse(
+                        rec.value, self.k.encoding, "traces", self.k.max_message_bytes
+                    )
+                    parts, invalid = _split_traces(req)
                     n_spans += sum(
                         len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans
                     )
+                    if invalid and not parts:
+                        raise PoisonMessage(
+                            "invalid_ids", f"all {invalid} spans lack a 16-byte trace id"
+                        )
+                    self._dropped(rec, INVALID_IDS, invalid, "span(s) without a 16-byte trace id")
+                if rejected:  # one log line per message, however many spans it lost
+                    self._dropped(rec, INVALID_SPAN, len(rejected), rejected[0].detail)
             except Exception as e:  # one bad message never stops the stage
                 p = e if isinstance(e, PoisonMessage) else _unexpected(e)
                 self.poison += 1
@@ -156,6 +187,15 @@ class RekeyStage:
             self.tracker.release(key, rec.offset)
         if n_spans and self.metrics is not None:
             self.metrics.spans_consumed(tp.topic, n_spans)
+
+    def _dropped(self, rec: ConsumerRecord[Any, Any], reason: str, n: int, detail: str) -> None:
+        """Count ``n`` items of a message dropped on their own (the rest of it goes on)."""
+        if not n:
+            return
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+        if self.metrics is not None:
+            self.metrics.skip(reason, n)
+        log.warning("%s/%d@%d: %d dropped: %s", rec.topic, rec.partition, rec.offset, n, detail)
 
     async def _dead_letter(self, rec: ConsumerRecord[Any, Any], p: PoisonMessage) -> None:
         log.warning("poison message %s/%d@%d: %s", rec.topic, rec.partition, rec.offset, p)

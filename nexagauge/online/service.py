@@ -44,12 +44,18 @@ from nexagauge.graph.topology import load_topology
 from nexagauge.online.assembly import Trace, TraceBuffer
 from nexagauge.online.decode import (
     BASE_WANTED,
+    DecodedBatch,
     PoisonMessage,
     decode_logs,
     decode_traces,
 )
 from nexagauge.online.dlq import DeadLetters, FailedCase
-from nexagauge.online.extract import TRACELOOP_SESSION_ID, ExtractedCase, extract_cases_with_errors
+from nexagauge.online.extract import (
+    TRACELOOP_SESSION_ID,
+    ExtractedCase,
+    SpanError,
+    extract_cases_with_errors,
+)
 from nexagauge.online.offsets import OffsetTracker
 from nexagauge.online.plans import Executors
 from nexagauge.online.redact import install_log_redaction, register_secret
@@ -62,6 +68,9 @@ from nexagauge.settings import Settings
 log = logging.getLogger(__name__)
 
 _CONVERSATION_KEYS = (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSION_ID)
+#: traces of more spans + log records than this are extracted in a worker thread (below it the
+#: thread hop costs more than the work; measured bound in docs/online.md, bench/hostile.py)
+INLINE_EXTRACT_MAX = 200
 
 
 class EmitterLike(Protocol):
@@ -95,8 +104,8 @@ class StageStats:
     failed: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
 
 
 class EvaluatorStage:
@@ -170,6 +179,7 @@ class EvaluatorStage:
             try:
                 if self._signal_for(rec) == "logs":
                     batch = decode_logs(rec.value, enc, max_bytes=self.k.max_message_bytes)
+                    self._dropped(rec, batch)
                     src = (tp.topic, tp.partition, off)
                     for lg in batch.logs:
                         if keep is not None and self._discard_log(lg.trace_id):
@@ -185,6 +195,7 @@ class EvaluatorStage:
                         max_bytes=self.k.max_message_bytes,
                         keep=keep,
                     )
+                    self._dropped(rec, batch)
                     src = (tp.topic, tp.partition, off)
                     for sp in batch.spans:
                         if buf.add_span(sp, src, now) == "new":
@@ -201,6 +212,18 @@ class EvaluatorStage:
             self.metrics.messages_consumed(tp.topic, len(records))
             if n_spans:
                 self.metrics.spans_consumed(tp.topic, n_spans)
+
+    def _dropped(self, rec: ConsumerRecord[Any, Any], batch: DecodedBatch) -> None:
+        """Count the spans a message lost on their own (invalid ids, unreadable bytes): the rest
+        of the message goes on, each lost span is a counted reason."""
+        if batch.invalid:
+            self._skip("invalid_ids", batch.invalid)
+        for r in batch.rejected:
+            self._skip(r.reason)
+        if batch.rejected:  # one line per message, however many spans it lost
+            r = batch.rejected[0]
+            n = len(batch.rejected)
+            log.warning("%s/%d@%d: %d span(s) dropped, first: %s", *_at(rec), n, r.detail)
 
     def _keep(
         self, trace_id: bytes, service: str, name: str, marks: dict[str, Any], error: bool
@@ -305,10 +328,10 @@ class EvaluatorStage:
             self.tracker.release((topic, part), off)
         trace.sources = set()
 
-    def _skip(self, reason: str) -> None:
-        self.stats.skip(reason)
+    def _skip(self, reason: str, n: int = 1) -> None:
+        self.stats.skip(reason, n)
         if self.metrics is not None:
-            self.metrics.skip(reason)
+            self.metrics.skip(reason, n)
 
     def _start(self, trace: Trace) -> None:
         spans = trace.spans.values()
@@ -326,17 +349,39 @@ class EvaluatorStage:
                 self.metrics.trace_not_sampled()
             self._finish(trace)
             return
+        if trace.size > INLINE_EXTRACT_MAX:  # a large trace is extracted off the event loop
+            self._active[trace.trace_id] = _Active(trace)  # a revocation strips its sources
+            self._spawn(self._extract_off_loop(trace))
+            return
+        self._start_cases(trace, *self._extract(trace))
+
+    def _extract(self, trace: Trace) -> tuple[list[ExtractedCase], list[SpanError], bool]:
+        """``(cases, rejected spans, crashed)``; touches no stage state (may run in a thread)."""
         try:
-            cases, errors = extract_cases_with_errors(trace, self.o.evaluate_spans)
+            return (*extract_cases_with_errors(trace, self.o.evaluate_spans), False)
         except Exception:  # a bug in a reader must not stop the consumer
             log.exception("case extraction failed for trace %s", trace.trace_id.hex())
-            cases, errors = [], []
+            return [], [], True
+
+    async def _extract_off_loop(self, trace: Trace) -> None:
+        """Extraction of a large trace in a worker thread: linear, but a 3,000-span trace still
+        takes ~1 s of CPU, which must not stop heartbeats and fetches (bench/hostile.py)."""
+        try:
+            result = await asyncio.to_thread(self._extract, trace)
+        finally:
+            self._active.pop(trace.trace_id, None)
+        self._start_cases(trace, *result)
+
+    def _start_cases(
+        self, trace: Trace, cases: list[ExtractedCase], errors: list[SpanError], crashed: bool
+    ) -> None:
+        if crashed:
             self._skip("extract_error")
         for err in errors:  # one bad span costs only itself (its reason is counted)
             log.info("no case for %s", err.detail)
             self._skip(err.reason)
         if not cases:
-            if not errors:
+            if not errors and not crashed:
                 self._skip("no_case")
             self._finish(trace)
             return
@@ -547,6 +592,10 @@ class EvaluatorStage:
     def forget_lag(self, tp: TopicPartition) -> None:
         if self.metrics is not None:
             self.metrics.forget_partition(tp.topic, tp.partition)
+
+
+def _at(rec: ConsumerRecord[Any, Any]) -> tuple[str, int, int]:
+    return rec.topic, rec.partition, rec.offset
 
 
 def _errors(result: CaseResult) -> dict[str, str]:
