@@ -79,7 +79,7 @@ async def test_bad_spans_cost_only_themselves(broker: Any, rekey: bool) -> None:
         assert dict(dead.headers)[HEADER_REASON] == b"invalid_ids"
 
         def skipped(reason: str) -> float:
-            v = svc.metrics.registry.get_sample_value(SKIPPED, {"reason": reason})
+            v = svc.metrics.registry.get_sample_value(SKIPPED, {"reason": reason, "node": ""})
             return v or 0.0
 
         # 2 unreadable spans in each mixed message; 1 span without a trace id in partly_short
