@@ -34,8 +34,9 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,22 @@ _HEX = frozenset("0123456789abcdef")
 def key_hash(key: str) -> str:
     """128-bit hex hash of a dedupe key (what the window and the journal store)."""
     return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
+
+
+class EmittedKeyStore(Protocol):
+    """A durable record of emitted keys shared by every member of a consumer group.
+
+    The online service implements it on a compacted Kafka topic
+    (:class:`nexagauge.online.markers.EmittedKeys`); the emitter consults :meth:`contains` before
+    exporting and calls :meth:`mark` after the evaluation span is durable, before counting.
+    """
+
+    def contains(self, key_hash: str) -> bool:
+        """Whether the key was recorded (by any member, for the partitions this one owns)."""
+
+    async def mark(self, key_hashes: Sequence[str], origin: Any) -> bool:
+        """Record the keys durably; ``False`` (nothing recorded) when ``origin``'s partition is no
+        longer owned by this member, so the new owner evaluates and counts the trace."""
 
 
 class DedupeWindow:
@@ -61,6 +78,10 @@ class DedupeWindow:
 
     def __len__(self) -> int:
         return len(self._keys)
+
+    def has_hash(self, h: str) -> bool:
+        """Whether the key hash ``h`` is in the window (no LRU refresh)."""
+        return h in self._keys
 
     def add(self, key: str) -> bool:
         """Insert ``key``; ``True`` when it was new (``False``: a duplicate, refreshed)."""

@@ -10,17 +10,24 @@ ran) records, exactly once per ``(trace id, span id, metric, config fingerprint)
   node (from its ``CostEstimate``; cache hits cost nothing and count as ``judge_calls{outcome=
   "cached"}``) and ``nexagauge_skipped_total{reason=<code>, node=<node>}`` per skipped metric
   node (codes: :class:`~nexagauge.graph.skips.SkipReason`);
-* one evaluation span (see :mod:`nexagauge.emit.spans`), queued for background OTLP export.
+* one evaluation span (see :mod:`nexagauge.emit.spans`), exported over OTLP.
+
+Order, so that a crash (kill -9) at any moment never loses an evaluation: (1) export the
+evaluation span and **wait for the exporter's confirmation**; (2) record the keys durably (the
+group-wide emitted-key store of the online service, else the on-disk journal); (3) count in
+Prometheus; (4) return, after which the caller releases the Kafka offset. A crash before (2)
+leaves no record: the redelivered trace is evaluated and exported again (same deterministic span
+id) and counted then. A crash after (2) finds the key on redelivery: suppressed, because its span
+is durable. A failed export raises (nothing recorded or counted; the caller retries).
 
 A redelivered evaluation (same keys) increments only ``nexagauge_duplicate_evaluations_total``
-and exports nothing. Deduplication uses a bounded in-memory window and, when enabled, an on-disk
-journal under the cache directory; :mod:`nexagauge.emit.dedupe` says exactly what is and is not
-deduplicated across processes.
+and exports nothing. Deduplication uses a bounded in-memory window plus the store or journal;
+:mod:`nexagauge.emit.dedupe` and docs/online.md say exactly what is and is not deduplicated.
 
-``emit`` never blocks the event loop on I/O: the journal append runs in a worker thread and span
-export is batched by the span processor's own thread. It never raises for a failed metric (that is
-a ``failed`` evaluation, emitted like any other); a journal write error is logged and the
-evaluation is still counted (availability over strict deduplication across restarts).
+``emit`` never blocks the event loop on I/O: the export runs on the span processor's thread (in
+natural batches) and the journal append in a worker thread. It never raises for a failed metric
+(that is a ``failed`` evaluation, emitted like any other); a journal write error is logged and
+the evaluation is still counted (availability over strict deduplication across restarts).
 
 Example:
     >>> import asyncio
@@ -32,6 +39,7 @@ Example:
     >>> em = Emitter(EvaluatorMetrics(), EvaluationSpanWriter.in_memory(), EmitSettings(dedupe_journal=False))
     >>> t = EvaluationTarget("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "svc", "chat", 0)
     >>> asyncio.run(em.emit(t, CaseResult(index=0, case_id=None, error="bad record")))
+    True
     >>> em.metrics.registry.get_sample_value("nexagauge_evaluations_total",
     ...     {"status": "failed", "service": "svc", "span_name": "chat", "model": "unknown"})
     1.0
@@ -46,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nexagauge.emit.dedupe import DedupeJournal, DedupeWindow, key_hash
+from nexagauge.emit.dedupe import DedupeJournal, DedupeWindow, EmittedKeyStore, key_hash
 from nexagauge.emit.prometheus import EvaluatorMetrics
 from nexagauge.emit.spans import EvaluationSpanWriter
 from nexagauge.emit.target import EvaluationTarget
@@ -57,6 +65,10 @@ log = logging.getLogger(__name__)
 
 #: pseudo-metric of the per-evaluation records (evaluations, latency, cost, span)
 EVALUATION_KEY = "*"
+
+
+def _metric_hash(target: EvaluationTarget, m: MetricView) -> str:
+    return key_hash(target.dedupe_key(m.name))
 
 
 def default_journal_path(cache_dir: str | Path) -> Path:
@@ -74,6 +86,8 @@ class Emitter:
             ``cache.dir`` for the journal) or only an ``EmitSettings`` (then no thresholds from
             ``run``, no judge model names, and the journal only when ``dedupe_journal_path`` is set).
         clock: unix-seconds clock (tests inject one).
+        store: group-wide emitted-key store (online service); when given, it is the durable
+            record of emitted keys instead of the journal.
     """
 
     def __init__(
@@ -83,6 +97,7 @@ class Emitter:
         settings: Any = None,
         *,
         clock: Callable[[], float] = time.time,
+        store: EmittedKeyStore | None = None,
     ) -> None:
         from nexagauge.settings import EmitSettings, Settings
 
@@ -115,8 +130,11 @@ class Emitter:
                 self.journal = DedupeJournal(path, emit.dedupe_window, fsync=emit.dedupe_fsync)
             else:
                 log.warning("dedupe journal disabled: no dedupe_journal_path and no cache dir")
+        #: group-wide emitted keys (online: a compacted Kafka topic); replaces the journal
+        self.store: EmittedKeyStore | None = store
         self._loaded = self.journal is None
         self._load_lock = asyncio.Lock()
+        self._busy: dict[str, asyncio.Future[None]] = {}
 
     @classmethod
     def from_settings(
@@ -163,36 +181,62 @@ class Emitter:
             )
 
     async def emit(
-        self, target: EvaluationTarget, case_result: CaseResult, *, started_ns: int | None = None
-    ) -> None:
+        self,
+        target: EvaluationTarget,
+        case_result: CaseResult,
+        *,
+        started_ns: int | None = None,
+        origin: Any = None,
+    ) -> bool:
         """Record ``case_result`` (the evaluation of ``target``) once; see the module docstring.
 
         ``started_ns``: when the evaluation started (unix ns), the evaluation span's start time;
-        default: now minus the slowest node's run time.
+        default: now minus the slowest node's run time. ``origin``: where the evaluated trace came
+        from (passed to the emitted-key store, see :class:`~nexagauge.emit.dedupe.EmittedKeyStore`).
+
+        Order (what makes a crash at any point safe): export the evaluation span and wait for the
+        exporter's confirmation; then record the keys durably (emitted-key store or journal);
+        then count. Returns ``True`` when this call counted something, ``False`` for a duplicate
+        or when the store refused the keys (the partition moved to another consumer, which
+        evaluates and counts the trace itself). Raises when the span could not be exported: then
+        nothing was counted or marked, and the caller retries or keeps the offset.
         """
         await self.start()
         view = evaluation_view(case_result, self._run)
-        # Check and mark synchronously (no await in between): two concurrent emits of the same
-        # evaluation cannot both count it.
-        new_hashes: list[str] = []
         eval_h = key_hash(target.dedupe_key(EVALUATION_KEY))
-        new_eval = self.window.add_hash(eval_h)
-        if new_eval:
-            new_hashes.append(eval_h)
-        new_metrics: list[MetricView] = []
-        for m in view.metrics:
-            h = key_hash(target.dedupe_key(m.name))
-            if self.window.add_hash(h):
-                new_hashes.append(h)
-                new_metrics.append(m)
-        if not new_hashes:
+        # one emit of an evaluation at a time: a concurrent duplicate waits for the first one's
+        # outcome (it counts if the first one failed to export)
+        while (busy := self._busy.get(eval_h)) is not None:
+            await asyncio.wait([busy])
+        new_eval = not self._seen(eval_h)
+        new_metrics = [m for m in view.metrics if not self._seen(_metric_hash(target, m))]
+        if not new_eval and not new_metrics:
             self.metrics.duplicates.inc()
             log.debug("duplicate evaluation of %s ignored", target.case_id)
-            return
-        # Shielded: once the keys are marked, cancelling emit() must not leave them uncounted.
-        await asyncio.shield(
-            self._commit(target, view, new_eval, new_metrics, new_hashes, started_ns)
-        )
+            return False
+        hashes = ([eval_h] if new_eval else []) + [_metric_hash(target, m) for m in new_metrics]
+        busy = self._busy[eval_h] = asyncio.get_running_loop().create_future()
+        try:
+            now = self.clock()
+            if new_eval:
+                await self.spans.export(
+                    target,
+                    view,
+                    start_ns=started_ns,
+                    end_ns=int(now * 1e9),
+                    judge_model=self._judge_label(view),
+                )
+            # Shielded: once the span is durable, cancelling emit() (drain deadline) must not
+            # leave the keys recorded but uncounted, or counted but unrecorded.
+            return await asyncio.shield(
+                self._commit(target, view, new_eval, new_metrics, hashes, now, origin)
+            )
+        finally:
+            self._busy.pop(eval_h, None)
+            busy.set_result(None)
+
+    def _seen(self, h: str) -> bool:
+        return self.window.has_hash(h) or (self.store is not None and self.store.contains(h))
 
     async def _commit(
         self,
@@ -201,9 +245,14 @@ class Emitter:
         new_eval: bool,
         new_metrics: list[MetricView],
         hashes: list[str],
-        started_ns: int | None,
-    ) -> None:
-        if self.journal is not None:
+        now: float,
+        origin: Any,
+    ) -> bool:
+        if self.store is not None:
+            if not await self.store.mark(hashes, origin):
+                log.info("%s: partition moved to another consumer; not counted here", target.case_id)
+                return False
+        elif self.journal is not None:
             try:
                 await asyncio.to_thread(self.journal.append, hashes)
             except OSError as e:
@@ -212,7 +261,10 @@ class Emitter:
                     self.journal.path,
                     e,
                 )
-        self._record(target, view, new_eval, new_metrics, started_ns)
+        for h in hashes:
+            self.window.add_hash(h)
+        self._record(target, view, new_eval, new_metrics, now)
+        return True
 
     def _judge_model(self, node: str, view: EvaluationView) -> str | None:
         if view.judge == "local":
@@ -222,16 +274,26 @@ class Emitter:
         model: str = self._judge.for_node(node).model
         return model
 
+    def _judge_label(self, view: EvaluationView) -> str | None:
+        """The ``judge_model`` attribute of the evaluation span (all judge models used)."""
+        judge_models = {self._judge_model(n, view) for n in view.node_costs} - {None}
+        if view.judge == "local" and view.judge_model:
+            # the span names the variant (embedder, lexicon, calibration); metric labels stay
+            # "local" to keep their cardinality at one
+            return view.judge_model
+        if judge_models:
+            return ", ".join(sorted(x for x in judge_models if x))
+        return self._judge_model("", view) if view.judge else None
+
     def _record(
         self,
         target: EvaluationTarget,
         view: EvaluationView,
         new_eval: bool,
         new_metrics: list[MetricView],
-        started_ns: int | None,
+        now: float,
     ) -> None:
         m = self.metrics
-        now = self.clock()
         labels = m.labels_for(target.service, target.span_name, target.model)
         for mv in new_metrics:
             if mv.score is not None:
@@ -254,22 +316,6 @@ class Emitter:
             m.judge_call(node, self._judge_model(node, view), "cached")
         for node, sk in view.skipped.items():
             m.skip(sk.code, node=node)
-        judge_models = {self._judge_model(n, view) for n in view.node_costs} - {None}
-        judge_model = (
-            ", ".join(sorted(x for x in judge_models if x))
-            if judge_models
-            else (self._judge_model("", view) if view.judge else None)
-        )
-        if view.judge == "local" and view.judge_model:
-            # the span names the variant (embedder, lexicon, calibration); metric labels stay
-            # "local" to keep their cardinality at one
-            judge_model = view.judge_model
-        try:
-            self.spans.write(
-                target, view, start_ns=started_ns, end_ns=int(now * 1e9), judge_model=judge_model
-            )
-        except Exception:  # the span is best effort; the metrics are already counted
-            log.exception("evaluation span of %s could not be written", target.case_id)
 
     async def aclose(self) -> None:
         """Flush and stop span export (off the loop)."""

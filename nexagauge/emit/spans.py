@@ -20,8 +20,10 @@ evaluation that is exported again therefore produces the same span id, which tra
 as the same span rather than a second evaluation.
 
 Export runs on a dedicated ``TracerProvider`` (never the global one, so the evaluator's own
-instrumentation and the evaluation spans do not mix) with a ``BatchSpanProcessor``: ``write`` only
-enqueues; the OTLP export happens on the processor's background thread. The exporter is configured
+instrumentation and the evaluation spans do not mix) with a
+:class:`~nexagauge.emit.confirm.ConfirmingSpanProcessor`: ``write`` only enqueues; the OTLP export
+happens on the processor's background thread, and :meth:`EvaluationSpanWriter.export` awaits the
+outcome of that span's export (the emitter counts an evaluation only once its span is durable). The exporter is configured
 from :class:`~nexagauge.settings.EmitSettings` and the standard ``OTEL_EXPORTER_OTLP_*`` variables
 (endpoint, headers, certificates, timeout) and ``OTEL_BSP_*`` (batching).
 
@@ -51,7 +53,6 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
     SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
@@ -61,6 +62,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from nexagauge.emit.confirm import ConfirmingSpanProcessor, confirm_inline, confirm_next_end
 from nexagauge.emit.target import TRACE_FLAG_SAMPLED, EvaluationTarget
 from nexagauge.emit.view import EvaluationView
 from nexagauge.sdk import conventions as C
@@ -138,6 +140,10 @@ def build_exporter(emit: Any) -> SpanExporter:
     return HttpExporter(endpoint=endpoint, **kwargs)
 
 
+class SpanExportError(RuntimeError):
+    """The exporter did not confirm an evaluation span (the evaluation is not durable)."""
+
+
 class _CountingExporter(SpanExporter):
     """Wraps the real exporter to report each batch's outcome to the writer's ``on_export`` hook."""
 
@@ -151,6 +157,7 @@ class _CountingExporter(SpanExporter):
         except Exception:
             log.exception("evaluation span export raised")
             result = SpanExportResult.FAILURE
+        confirm_inline(result == SpanExportResult.SUCCESS)  # synchronous processors only
         hook = self.writer.on_export
         if hook is not None:
             try:
@@ -173,8 +180,9 @@ class EvaluationSpanWriter:
         exporter: where spans go; ``None`` disables export (``write`` still returns the id).
         service_name: ``service.name`` of the evaluator's resource (merged with
             ``OTEL_RESOURCE_ATTRIBUTES``).
-        batch: ``True`` (production): a ``BatchSpanProcessor`` exports on a background thread;
-            ``False``: export synchronously in ``write`` (only for in-memory exporters in tests).
+        batch: ``True`` (production): a :class:`ConfirmingSpanProcessor` exports on a background
+            thread and confirms each span; ``False``: export synchronously in ``write`` (only for
+            in-memory exporters in tests).
         max_explanation_chars: bound of ``gen_ai.evaluation.explanation`` and error attributes.
     """
 
@@ -201,7 +209,9 @@ class EvaluationSpanWriter:
         self.processor: SpanProcessor | None = None
         if exporter is not None:
             counted = _CountingExporter(exporter, self)
-            self.processor = BatchSpanProcessor(counted) if batch else SimpleSpanProcessor(counted)
+            self.processor = (
+                ConfirmingSpanProcessor(counted) if batch else SimpleSpanProcessor(counted)
+            )
             self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE)
         self._closed = False
@@ -297,6 +307,29 @@ class EvaluationSpanWriter:
             span.set_status(Status(StatusCode.ERROR, bounded(msg, self.max_explanation_chars)))
         span.end(end_time=end)
         return f"{sid:016x}"
+
+    async def export(
+        self,
+        target: EvaluationTarget,
+        view: EvaluationView,
+        *,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        judge_model: str | None = None,
+    ) -> str:
+        """:meth:`write`, then wait (off the loop) until the span's export is confirmed.
+
+        Raises :class:`SpanExportError` when the exporter reports a failure (after its own
+        retries). Without an exporter (``span_exporter = "none"``) returns after ``write``.
+        """
+        with confirm_next_end() as done:
+            sid = self.write(
+                target, view, start_ns=start_ns, end_ns=end_ns, judge_model=judge_model
+            )
+        if self.processor is not None:
+            if not await asyncio.wrap_future(done):
+                raise SpanExportError(f"evaluation span {sid} of {target.case_id} not exported")
+        return sid
 
     def _attributes(
         self, target: EvaluationTarget, view: EvaluationView, judge_model: str | None

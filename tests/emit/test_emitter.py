@@ -277,23 +277,38 @@ async def test_window_smaller_than_journal_keeps_newest(tmp_path: Path) -> None:
 
 
 async def test_span_export_outcomes_are_counted(settings: Settings) -> None:
+    """A refused export is counted as failed and the evaluation is NOT counted or journaled
+    (not durable): emit raises, and a retry after the exporter recovers counts it once."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    class Refusing(SpanExporter):
+    from nexagauge.emit.spans import SpanExportError
+
+    refuse = [True]
+
+    class Flaky(SpanExporter):
         def export(self, spans):  # type: ignore[no-untyped-def]
-            return SpanExportResult.FAILURE
+            return SpanExportResult.FAILURE if refuse[0] else SpanExportResult.SUCCESS
 
     ok = make_emitter(settings)
     await ok.emit(target(), judged_result())
     assert sample(ok.metrics, "nexagauge_evaluation_spans_total", outcome="exported") == 1.0
-    bad = Emitter(
-        EvaluatorMetrics(CollectorRegistry()),
-        EvaluationSpanWriter(Refusing(), batch=False),
-        Settings(cache={"dir": settings.cache.dir / "other"}),
-    )
-    await bad.emit(target(), judged_result())
-    assert sample(bad.metrics, "nexagauge_evaluation_spans_total", outcome="failed") == 1.0
-    assert evaluations(bad) == 1.0  # the metrics do not depend on the span export
+    for batch in (False, True):  # synchronous processor and the confirming batch processor
+        refuse[0] = True
+        s = Settings(cache={"dir": settings.cache.dir / f"other-{batch}"})
+        bad = Emitter(
+            EvaluatorMetrics(CollectorRegistry()), EvaluationSpanWriter(Flaky(), batch=batch), s
+        )
+        with pytest.raises(SpanExportError):
+            await bad.emit(target(), judged_result())
+        assert sample(bad.metrics, "nexagauge_evaluation_spans_total", outcome="failed") == 1.0
+        assert evaluations(bad) is None  # nothing counted ...
+        assert bad.journal is not None and await asyncio.to_thread(bad.journal.load) == []
+        refuse[0] = False
+        assert await bad.emit(target(), judged_result())  # ... until the export succeeds
+        assert evaluations(bad) == 1.0
+        assert not await bad.emit(target(), judged_result())
+        assert evaluations(bad) == 1.0
+        await bad.aclose()
 
 
 def test_from_settings_wires_everything(tmp_path: Path) -> None:
@@ -310,32 +325,54 @@ def test_from_settings_wires_everything(tmp_path: Path) -> None:
     e.spans.shutdown()
 
 
-async def test_emit_does_not_wait_for_span_export(settings: Settings) -> None:
-    """The OTLP export runs on the batch processor's thread: a stuck collector never stalls emit."""
+async def test_counted_only_after_export_is_confirmed(tmp_path: Path) -> None:
+    """Issue 14 item 1: the evaluation is counted and journaled only once its span export is
+    confirmed, and the wait never blocks the event loop. A process that dies while the span is
+    still queued (simulated: the emit is abandoned, a new emitter starts on the same journal)
+    evaluates the redelivered trace again instead of suppressing it as already emitted."""
     import threading
 
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     release = threading.Event()
-    exported: list[int] = []
+    exported: list[str] = []
 
     class Stuck(SpanExporter):
         def export(self, spans):  # type: ignore[no-untyped-def]
             release.wait(10)
-            exported.append(len(spans))
+            exported.extend(f"{s.context.span_id:016x}" for s in spans)
             return SpanExportResult.SUCCESS
 
+    s = EmitSettings(dedupe_journal_path=tmp_path / "j")
     w = EvaluationSpanWriter(Stuck(), batch=True)
-    e = Emitter(EvaluatorMetrics(CollectorRegistry()), w, settings)
-    for i in range(3):
-        await asyncio.wait_for(e.emit(target(span_id=f"{i + 1:016x}"), judged_result()), 5)
-    flush = asyncio.ensure_future(w.aflush(10_000))
-    await asyncio.sleep(0.05)
-    assert evaluations(e) == 3.0 and exported == []  # counted while the export is stuck
+    e = Emitter(EvaluatorMetrics(CollectorRegistry()), w, s)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    t = asyncio.ensure_future(ticker())
+    pending = [
+        asyncio.ensure_future(e.emit(target(span_id=f"{i + 1:016x}"), judged_result()))
+        for i in range(3)
+    ]
+    await asyncio.sleep(0.3)
+    assert ticks >= 10  # the loop runs while the export is stuck
+    assert not any(p.done() for p in pending)
+    assert evaluations(e) is None and not (tmp_path / "j").exists()  # nothing counted/journaled
+    # "kill -9" now: a restarted process on the same volume sees no record of the evaluation
+    restarted = make_emitter(s)
+    assert await restarted.emit(target(span_id=f"{1:016x}"), judged_result())
+    assert evaluations(restarted) == 1.0
     release.set()
-    assert await flush
+    assert all(await asyncio.gather(*pending))
+    t.cancel()
+    assert evaluations(e) == 3.0 and len(exported) == 3
+    assert (tmp_path / "j").read_text().count("\n") == 4 * 3  # 3 + 1 evaluations, 3 keys each
     await e.aclose()
-    assert sum(exported) == 3
 
 
 async def test_journal_io_runs_off_the_loop(tmp_path: Path) -> None:

@@ -1,0 +1,149 @@
+"""A span processor that tells the writer of each span whether its export succeeded.
+
+OpenTelemetry's ``BatchSpanProcessor`` queues ended spans and exports them later on its thread;
+nobody learns whether a given span reached the backend. The online evaluator must know: an
+evaluation may be counted in Prometheus, marked as emitted (deduplication) and its Kafka offset
+committed only *after* its evaluation span is durable, or a crash in between loses the
+evaluation for good (a redelivery would be suppressed as "already emitted").
+
+:class:`ConfirmingSpanProcessor` exports on one background thread in *natural* batches: the
+thread takes whatever has queued up (at most ``max_batch`` spans), exports it, and resolves a
+:class:`concurrent.futures.Future` per span with the outcome (``True``: the exporter returned
+``SUCCESS``). While an export runs, new spans queue up and go in the next batch, so throughput
+scales with load without a fixed schedule delay. The caller attaches a future to the span it is
+about to end with :func:`confirm_next_end` (a context variable read in :meth:`on_end`, which runs
+synchronously inside ``span.end()``); async callers await it with ``asyncio.wrap_future``.
+
+Example:
+    >>> from opentelemetry.sdk.trace import TracerProvider
+    >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    >>> mem = InMemorySpanExporter()
+    >>> p = TracerProvider(); proc = ConfirmingSpanProcessor(mem); p.add_span_processor(proc)
+    >>> span = p.get_tracer("t").start_span("s")
+    >>> with confirm_next_end() as done:
+    ...     span.end()
+    >>> done.result(timeout=5), len(mem.get_finished_spans())
+    (True, 1)
+    >>> p.shutdown()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+log = logging.getLogger(__name__)
+
+_pending_confirmation: contextvars.ContextVar[Future[bool] | None] = contextvars.ContextVar(
+    "nexagauge_export_confirmation", default=None
+)
+
+
+@contextlib.contextmanager
+def confirm_next_end() -> Iterator[Future[bool]]:
+    """A future resolved with the export outcome of the span ended inside the ``with`` block."""
+    fut: Future[bool] = Future()
+    token = _pending_confirmation.set(fut)
+    try:
+        yield fut
+    finally:
+        _pending_confirmation.reset(token)
+
+
+def confirm_inline(ok: bool) -> None:
+    """Resolve the pending confirmation of an export running inside ``span.end()`` itself.
+
+    A synchronous processor (``SimpleSpanProcessor``) exports within ``span.end()``, in the
+    caller's context: its exporter calls this so that the span's writer learns the outcome too.
+    """
+    fut = _pending_confirmation.get()
+    if fut is not None and not fut.done():
+        fut.set_result(ok)
+
+
+class ConfirmingSpanProcessor(SpanProcessor):
+    """Batches ended spans to ``exporter`` on a thread and confirms each one (module docstring).
+
+    Args:
+        exporter: the span exporter (OTLP in production; it retries transient errors itself).
+        max_batch: most spans per ``export`` call.
+    """
+
+    def __init__(self, exporter: SpanExporter, *, max_batch: int = 512) -> None:
+        self.exporter = exporter
+        self.max_batch = max(1, max_batch)
+        self._queue: deque[tuple[ReadableSpan, Future[bool] | None]] = deque()
+        self._cond = threading.Condition()
+        self._exporting = 0
+        self._shutdown = False
+        self._thread = threading.Thread(
+            target=self._run, name="nexagauge-span-export", daemon=True
+        )
+        self._thread.start()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return
+
+    def on_end(self, span: ReadableSpan) -> None:
+        fut = _pending_confirmation.get()
+        with self._cond:
+            if self._shutdown:
+                if fut is not None and not fut.done():
+                    fut.set_result(False)
+                return
+            self._queue.append((span, fut))
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._shutdown:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # shut down and drained
+                n = min(len(self._queue), self.max_batch)
+                batch = [self._queue.popleft() for _ in range(n)]
+                self._exporting += 1
+            try:
+                result = self.exporter.export([s for s, _ in batch])
+                ok = result == SpanExportResult.SUCCESS
+            except Exception:
+                log.exception("evaluation span export raised")
+                ok = False
+            for _, fut in batch:
+                if fut is not None and not fut.done():
+                    fut.set_result(ok)
+            with self._cond:
+                self._exporting -= 1
+                self._cond.notify_all()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Wait until every queued span has been through an export attempt."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._cond:
+            while self._queue or self._exporting:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def shutdown(self) -> None:
+        """Export what is queued, stop the thread, shut the exporter down. Idempotent."""
+        with self._cond:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            self._cond.notify_all()
+        self._thread.join(timeout=60)
+        self.exporter.shutdown()
