@@ -86,9 +86,7 @@ class ConfirmingSpanProcessor(SpanProcessor):
         self._cond = threading.Condition()
         self._exporting = 0
         self._shutdown = False
-        self._thread = threading.Thread(
-            target=self._run, name="nexagauge-span-export", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="nexagauge-span-export", daemon=True)
         self._thread.start()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

@@ -250,7 +250,9 @@ class Emitter:
     ) -> bool:
         if self.store is not None:
             if not await self.store.mark(hashes, origin):
-                log.info("%s: partition moved to another consumer; not counted here", target.case_id)
+                log.info(
+                    "%s: partition moved to another consumer; not counted here", target.case_id
+                )
                 return False
         elif self.journal is not None:
             try:

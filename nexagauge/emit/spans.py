@@ -326,9 +326,8 @@ class EvaluationSpanWriter:
             sid = self.write(
                 target, view, start_ns=start_ns, end_ns=end_ns, judge_model=judge_model
             )
-        if self.processor is not None:
-            if not await asyncio.wrap_future(done):
-                raise SpanExportError(f"evaluation span {sid} of {target.case_id} not exported")
+        if self.processor is not None and not await asyncio.wrap_future(done):
+            raise SpanExportError(f"evaluation span {sid} of {target.case_id} not exported")
         return sid
 
     def _attributes(

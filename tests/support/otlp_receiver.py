@@ -120,6 +120,9 @@ class OtlpReceiver:
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (transport, path, headers)
         self._fail_remaining = 0
         self._fail_status = 503
+        #: called with the spans of each trace export request after they are stored and before
+        #: the reply is sent (chaos tests kill the exporting process here: "just after an export")
+        self.on_traces: Callable[[list[ReceivedSpan]], None] | None = None
         self._grpc_server: _grpc.Server | None = None
         self._http_server: ThreadingHTTPServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -305,6 +308,9 @@ class OtlpReceiver:
             self._spans.extend(spans)
             self.requests.append((transport, "/v1/traces", headers))
             self._cond.notify_all()
+        hook = self.on_traces
+        if hook is not None:
+            hook(spans)
 
     def _ingest_logs(
         self,
