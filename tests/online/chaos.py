@@ -9,7 +9,8 @@ knows which process sent an export.
 Exact counting under kill -9: a killed process's counters die with it, so a test must know what
 it had counted. :class:`KillAfterExport` kills a member from inside the receiver's export handler,
 after the spans are stored and before the reply: the member's only export thread is blocked on
-that reply, and nothing is counted before its export is confirmed, so a scrape taken there (the
+that reply, and nothing is counted before its export is confirmed, so once evaluations confirmed
+earlier have finished recording (milliseconds; :func:`settled_scrape`), a scrape taken there (the
 event loop still serves ``/metrics``) is exactly what the member had counted when it died.
 """
 
@@ -132,9 +133,23 @@ class KillAfterExport:
                 return
             if self.pause_s:
                 time.sleep(self.pause_s)
-            self.snapshot = self.member.scrape()
+            self.snapshot = settled_scrape(self.member)
             self.member.proc.send_signal(signal.SIGKILL)
             self.done.set()
+
+
+def settled_scrape(member: Member, settle_s: float = 0.3) -> dict[str, float]:
+    """Scrape until two scrapes ``settle_s`` apart agree: evaluations whose export was confirmed
+    before the member's export thread blocked finish recording and counting within
+    milliseconds; nothing else can be counted while the export is held."""
+    last = member.scrape()
+    for _ in range(20):
+        time.sleep(settle_s)
+        now = member.scrape()
+        if now.get("nexagauge_evaluations_total") == last.get("nexagauge_evaluations_total"):
+            return now
+        last = now
+    raise AssertionError("the member kept counting while its export was held")
 
 
 def chain(*hooks: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:
