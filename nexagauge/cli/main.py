@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 #: subcommand modules, in the order ``nexagauge --help`` lists them
-SUBCOMMANDS: tuple[str, ...] = ("run", "estimate", "cache", "nodes", "serve", "demo")
+SUBCOMMANDS: tuple[str, ...] = ("run", "estimate", "cache", "nodes", "serve", "dlq", "demo")
 
 EXIT_OK = 0
 EXIT_FAILURES = 1

@@ -51,6 +51,8 @@ HEADER_DETAIL = "nexagauge.dlq.detail"
 HEADER_SOURCE = "nexagauge.dlq.source"
 HEADER_PAYLOAD = "nexagauge.dlq.payload"
 HEADER_REPLAYABLE = "nexagauge.dlq.replayable"
+#: on a record a replay dead-lettered again: the id of that replay run (it stops there)
+HEADER_REPLAY_RUN = "nexagauge.dlq.replay_run"
 #: layout of a failed-evaluation record (1: ids and errors only; 2: with the case and its target)
 RECORD_VERSION = 2
 #: at most this many (topic, partition, offset) sources are listed per record
@@ -127,6 +129,7 @@ class DeadLetters:
         errors: Mapping[str, str],
         reason: str = "evaluation_failed",
         payload: FailedCase | None = None,
+        extra_headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         """Record an evaluation that failed for good: ids, scrubbed errors and, with
         ``payload``, what ``nexagauge dlq replay`` needs to evaluate it again."""
@@ -147,6 +150,7 @@ class DeadLetters:
             (HEADER_DETAIL, self._detail(detail)),
             (HEADER_SOURCE, f"trace/{trace_id}/{span_id}".encode()),
             (HEADER_REPLAYABLE, b"1" if replayable else b"0"),
+            *extra_headers,
         ]
         await self.producer.send_and_wait(
             self.topic,
