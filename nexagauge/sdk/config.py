@@ -67,11 +67,35 @@ class State:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None and value.strip():
+            return value.strip()
+    return None
+
+
 def _default_state() -> State:
+    """Before any ``configure``: the global provider (once the app sets one), honouring
+    ``OTEL_SDK_DISABLED``."""
     return State(
         tracer=trace.get_tracer(INSTRUMENTATION_NAME, SDK_VERSION),
         scrubber=Scrubber(),
+        enabled=(_env("OTEL_SDK_DISABLED") or "").lower() != "true",
     )
+
+
+def global_provider_set() -> bool:
+    """True once the app (or ``configure``) has set a global tracer provider.
+
+    Without one every span would be a no-op, so a traced call skips all recording work (the
+    unconfigured default costs what ``configure(enabled=False)`` costs). Reads OpenTelemetry's
+    module global directly -- ``get_tracer_provider()`` reads the environment on every call.
+    """
+    return getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is not None
+
+
+_UNKNOWN = object()  # a future OpenTelemetry without the module global: assume a provider
 
 
 #: The current configuration. Hot path: ``config.STATE`` (one module attribute read).
@@ -111,14 +135,6 @@ class SafeExporter(SpanExporter):
             return bool(self.inner.force_flush(timeout_millis))
         except Exception:
             return False
-
-
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value is not None and value.strip():
-            return value.strip()
-    return None
 
 
 def resolve_protocol(protocol: str | None) -> Protocol:

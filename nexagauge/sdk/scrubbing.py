@@ -2,16 +2,22 @@
 
 Why here and not in the collector: a secret that reaches the exporter queue has already left the
 app's control (retries, logs of a failing exporter, a misconfigured collector). The SDK therefore
-scrubs every string it records (input, output, documents, exception messages) when it records it.
+scrubs every string it records -- input, output, documents (content, id, metadata), span names,
+static attributes, session and user ids, evaluation knobs, exception messages and stack traces,
+streamed output -- when it records it, after cutting it to what is kept (the cost is bounded by
+the size limit, never by the size of the argument).
 
-Rules are regular expressions with names. Each rule replaces either the whole match or only its
-``(?P<v>...)`` group (so ``password=hunter2`` keeps ``password=`` for readability) with
-``[scrubbed:<rule>]``; every (attribute, rule) that changed a value is listed in the span attribute
-``nexagauge.scrubbed`` so a reader knows the value was altered. A user hook runs after the rules and
-may rewrite anything; if the hook raises, the value is dropped (fail closed).
+Rules (:mod:`nexagauge.sdk.secret_rules`) are regular expressions with names. Each rule replaces
+either the whole match or only its ``(?P<v>...)`` group (so ``password=hunter2`` keeps
+``password=`` for readability) with ``[scrubbed:<rule>]``; every (attribute, rule) that changed a
+value is listed in the span attribute ``nexagauge.scrubbed`` so a reader knows the value was
+altered. A user hook runs after the rules and may rewrite anything; if the hook raises, the value
+is dropped (fail closed).
 
-For speed all rules are compiled into one alternation and a text is scanned once; a text with no
-candidate prefix (the common case) costs a single regex search.
+For speed each rule has gates (byte scans in C: a literal, a long token, a secret-looking key
+before ``=``/``:``) and its regex runs only when they pass; ordinary text costs a few scans and no
+regex. Several texts of one call are gated together in one pass (:meth:`Scrubber.all_clean`).
+:func:`scrub_text` is the stable entry point for code outside the SDK.
 
 Example::
 
@@ -23,149 +29,53 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
+from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._errors import internal_error
+from nexagauge.sdk.secret_rules import PII_RULES, SECRET_RULES, ScrubHook, ScrubRule
 
-#: ``hook(attribute_name, value) -> new value``; return the value unchanged to keep it.
-ScrubHook = Callable[[str, str], str]
-
-
-@dataclass(frozen=True, slots=True)
-class ScrubRule:
-    """One named pattern. If it has ``(?P<v>...)`` groups only the matched group is replaced.
-
-    Gates keep the common case (nothing secret in the text) cheap: the regex runs only when the
-    text passes every gate given, cheapest first. ``separators``: one of these characters (from
-    ``=``, ``:``, ``@``) must occur; ``long_token``: the text must contain a run of >= 16
-    ``[A-Za-z0-9_-]`` characters; ``min_digits``: at least that many digits; ``raw_triggers``:
-    case-sensitive literals, one must occur; ``triggers``: lowercase literals, one must occur in
-    the lowercased text. No gate: the regex always runs. ``check`` (optional) gets the matched text
-    and returns False to keep it (e.g. a Luhn check).
-
-    Example (``nexagauge.configure(scrub_rules=[rule])`` adds it to the built-in rules):
-        >>> rule = ScrubRule("order_id", r"ORD-\\d{8}", raw_triggers=("ORD-",))
-        >>> Scrubber(extra_rules=[rule]).scrub("input", "refund ORD-12345678 please")
-        ('refund [scrubbed:order_id] please', ['input:order_id'])
-    """
-
-    name: str
-    pattern: str
-    check: Callable[[str], bool] | None = None
-    separators: str = ""
-    long_token: bool = False
-    min_digits: int = 0
-    raw_triggers: tuple[str, ...] | None = None
-    triggers: tuple[str, ...] | None = None
-
-
-def _luhn_ok(text: str) -> bool:
-    digits = [int(c) for c in text if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for i, d in enumerate(reversed(digits)):
-        if i % 2 == 1:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-#: Secrets scrubbed by default.
-SECRET_RULES: tuple[ScrubRule, ...] = (
-    ScrubRule(
-        "private_key",
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-        long_token=True,
-        raw_triggers=("-----BEGIN",),
-    ),
-    ScrubRule(
-        "api_key",
-        r"\b(?:"
-        r"(?:sk|pk|rk)-(?:proj-|ant-(?:api\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"
-        r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"
-        r"|AKIA[0-9A-Z]{16}"
-        r"|gh[pousr]_[A-Za-z0-9]{30,}"
-        r"|github_pat_[A-Za-z0-9_]{30,}"
-        r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
-        r"|AIza[0-9A-Za-z_\-]{35}"
-        r"|hf_[A-Za-z0-9]{30,}"
-        r"|glpat-[A-Za-z0-9_\-]{20,}"
-        r")",
-        long_token=True,
-    ),
-    ScrubRule(
-        "jwt",
-        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-        long_token=True,
-        raw_triggers=("eyJ",),
-    ),
-    ScrubRule(
-        "bearer_token",
-        r"(?i:\b(?:bearer|token)\s+)(?P<v>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)",
-        long_token=True,
-        triggers=("bearer", "token"),
-    ),
-    ScrubRule(
-        "authorization",
-        r"(?i:\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)?\s*)"
-        r"(?P<v>[^\s\"',;]{6,})",
-        separators=":=",
-        triggers=("authorization",),
-    ),
-    ScrubRule(
-        "password",
-        r"(?i:\b(?:password|passwd|pwd|passphrase)\b[\"']?\s*[:=]\s*[\"']?)"
-        r"(?P<v>[^\s\"',;&}]+)"
-        r"|(?i:\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)(?P<v>[^@\s/]+)(?=@)",
-        separators=":=",
-        triggers=("passw", "pwd", "passphrase", "://"),
-    ),
-    ScrubRule(
-        "password",
-        r"(?i:\bpassword\s+(?:is|was)\s*)(?P<v>[^\s\"',;]+)",
-        raw_triggers=("assword",),
-    ),
-    ScrubRule(
-        "secret",
-        r"(?i:\b(?:secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token"
-        r"|refresh[_\-]?token|private[_\-]?key|secret[_\-]?key)\b[\"']?\s*[:=]\s*[\"']?)"
-        r"(?P<v>[^\s\"',;&}]{4,})"
-        # a bare `token` key: only long values (``max token: 256`` is not a secret)
-        r"|(?i:\btoken\b[\"']?\s*[:=]\s*[\"']?)(?P<v>[^\s\"',;&}]{8,})",
-        separators=":=",
-        triggers=("secret", "api_key", "api-key", "apikey", "token", "private_key", "private-key"),
-    ),
-)
-
-#: Personal data, scrubbed only with ``configure(scrub_pii=True)``.
-PII_RULES: tuple[ScrubRule, ...] = (
-    ScrubRule(
-        "email",
-        r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b",
-        separators="@",
-    ),
-    ScrubRule("card_number", r"\b(?:\d[ \-]?){12,18}\d\b", check=_luhn_ok, min_digits=13),
-)
+__all__ = ["PII_RULES", "SECRET_RULES", "ScrubHook", "ScrubRule", "Scrubber", "scrub_text"]
 
 _V_GROUP = re.compile(r"\(\?P<v>")
 
 # bytes.translate table for the long-token gate: token characters -> b"a", the rest -> b" "
 _TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _CLASS_TABLE = bytes(0x61 if i in _TOKEN_CHARS else 0x20 for i in range(256))
+_B64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+_B64_TABLE = bytes(0x61 if i in _B64_CHARS else 0x20 for i in range(256))
 _NON_DIGITS = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
 _LONG_RUN = b"a" * 16
 # bit mask (1: "=", 2: ":", 4: "@") -> the separators present, in b"=:@" order
 _SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for m in range(8))
+# the key gate looks at this many bytes before each "=" / ":" and at most this many separators
+_KEY_WINDOW = 48
+_MAX_KEY_SEPARATORS = 64
+_KEY_STRIP = b"\"' \t"
+# joins the texts gated together: a blank line no rule's match needs and every boundary accepts
+JOIN = "\n"
+
+
+def _key_heads(raw: bytes) -> list[bytes] | None:
+    """The lowercased text before each ``=`` / ``:`` (quotes, blanks stripped); None: too many."""
+    heads: list[bytes] = []
+    for sep in b"=:":
+        i = raw.find(sep)
+        while i >= 0:
+            if len(heads) >= _MAX_KEY_SEPARATORS:
+                return None
+            heads.append(raw[max(0, i - _KEY_WINDOW) : i].rstrip(_KEY_STRIP).lower())
+            i = raw.find(sep, i + 1)
+    return heads
 
 
 class _Compiled:
     __slots__ = (
+        "base64_run",
+        "builtin",
         "check",
+        "keys",
         "long_token",
         "min_digits",
         "name",
@@ -176,7 +86,7 @@ class _Compiled:
         "vnames",
     )
 
-    def __init__(self, rule: ScrubRule) -> None:
+    def __init__(self, rule: ScrubRule, builtin: bool) -> None:
         vnames: list[str] = []
 
         def _rename(_m: re.Match[str]) -> str:
@@ -191,15 +101,18 @@ class _Compiled:
         if bad:
             raise ValueError(f"scrub rule {rule.name!r}: separators must be from '=:@', got {bad}")
         self.name = rule.name
+        self.builtin = builtin
         self.vnames = tuple(vnames)
         self.check = rule.check
         self.separators = tuple(c.encode() for c in rule.separators)
         self.long_token = rule.long_token
+        self.base64_run = b"a" * rule.base64_run if rule.base64_run else b""
         self.min_digits = rule.min_digits
         self.raw_triggers = (
             tuple(t.encode() for t in rule.raw_triggers) if rule.raw_triggers else None
         )
         self.triggers = tuple(t.lower().encode() for t in rule.triggers) if rule.triggers else None
+        self.keys = tuple(k.lower().encode() for k in rule.keys) if rule.keys else None
 
 
 class Scrubber:
@@ -221,13 +134,13 @@ class Scrubber:
         extra_rules: Iterable[ScrubRule] = (),
         hook: ScrubHook | None = None,
     ) -> None:
-        rules: list[ScrubRule] = []
+        rules: list[_Compiled] = []
         if secrets:
-            rules.extend(SECRET_RULES)
+            rules.extend(_Compiled(r, builtin=True) for r in SECRET_RULES)
         if pii:
-            rules.extend(PII_RULES)
-        rules.extend(extra_rules)
-        self._rules = tuple(_Compiled(r) for r in rules)
+            rules.extend(_Compiled(r, builtin=True) for r in PII_RULES)
+        rules.extend(_Compiled(r, builtin=False) for r in extra_rules)
+        self._rules = tuple(rules)
         self.hook = hook
         self.scrub_keys = secrets
         # The cheap gates (separators present, long token present) are computed once per text;
@@ -283,10 +196,40 @@ class Scrubber:
                     marks = [*(marks or ()), f"{attribute}:hook"]
         return text, marks
 
+    def scrub_data(self, attribute: str, data: Any) -> tuple[Any, list[str] | None]:
+        """Scrub every string (keys included) of JSON-compatible ``data``; returns a new copy.
+
+        Used for structured values recorded as JSON (document metadata, static attributes,
+        evaluation knobs): scrubbing the strings before encoding keeps the JSON valid, which
+        scrubbing the encoded text (with its escapes) would not.
+
+        Example::
+
+            >>> Scrubber().scrub_data("m", {"note": "DB_PASSWORD=hunter2", "n": 1})
+            ({'note': 'DB_PASSWORD=[scrubbed:password]', 'n': 1}, ['m:password'])
+        """
+        marks: list[str] = []
+
+        def walk(value: Any) -> Any:
+            if isinstance(value, str):
+                new, found = self.scrub(attribute, value)
+                if found:
+                    marks.extend(m for m in found if m not in marks)
+                return new
+            if isinstance(value, dict):
+                return {walk(k): walk(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [walk(v) for v in value]
+            return value
+
+        out = walk(data)
+        return out, marks or None
+
     def is_clean(self, text: str) -> bool:
         """True when :meth:`scrub` would certainly return ``text`` unchanged (cheap gates only).
 
-        Lets a caller gate several texts with one pass over their concatenation.
+        Lets a caller gate several texts with one pass over their concatenation (joined with
+        :data:`JOIN`): every gate is monotone, so a clean concatenation means clean parts.
         """
         if self.hook is not None:
             return False
@@ -295,6 +238,34 @@ class Scrubber:
         except UnicodeEncodeError:
             return False
         return not self._rules or not self._candidates(raw)
+
+    def all_clean(self, texts: list[str]) -> bool:
+        """True when :meth:`scrub` would certainly return each of ``texts`` unchanged.
+
+        One pass over the texts joined by :data:`JOIN`: the gates, then (only for built-in rules
+        whose gates pass) one regex search. A built-in rule that matches nowhere in the joined
+        text matches in none of the parts: its matches never need the text around them and every
+        boundary it tests accepts a newline as it accepts the start or end of a text.
+        Custom rules and hooks may depend on where a text starts, so they make this False.
+
+        Example::
+
+            >>> Scrubber().all_clean(["What is the capital of France?", "Paris: 2.1 million"])
+            True
+        """
+        if self.hook is not None:
+            return False
+        if not self._rules:
+            return True
+        joined = JOIN.join(texts)
+        try:
+            raw = joined.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        for rule in self._candidates(raw):
+            if not rule.builtin or rule.regex.search(joined) is not None:
+                return False
+        return True
 
     def _candidates(self, raw: bytes) -> list[_Compiled]:
         """The rules whose gates ``raw`` passes (usually none)."""
@@ -309,6 +280,7 @@ class Scrubber:
             return out
         low: bytes | None = None
         digits = -1
+        heads: list[bytes] | bool | None = False  # False: not computed yet; None: too many
         for rule in rules:
             if rule.min_digits:
                 if digits < 0:
@@ -321,6 +293,11 @@ class Scrubber:
                         break
                 else:
                     continue
+            if rule.base64_run and (
+                (not long_run and raw.find(b"/") < 0 and raw.find(b"+") < 0)
+                or raw.translate(_B64_TABLE).find(rule.base64_run) < 0
+            ):
+                continue
             if rule.triggers is not None:
                 if low is None:
                     low = raw.lower()
@@ -328,6 +305,14 @@ class Scrubber:
                     if t in low:
                         break
                 else:
+                    continue
+            if rule.keys is not None:
+                if heads is False:
+                    heads = _key_heads(raw)
+                if heads is not None and not any(
+                    h.endswith(rule.keys)
+                    for h in heads  # type: ignore[union-attr]
+                ):
                     continue
             out.append(rule)
         return out
@@ -342,6 +327,26 @@ class Scrubber:
                 if rule.name not in names:
                     names.append(rule.name)
         return (text, names) if names else None
+
+
+_DEFAULT: dict[bool, Scrubber] = {}
+
+
+def scrub_text(text: str, *, pii: bool = False) -> str:
+    """``text`` with the built-in secret rules (and, with ``pii``, personal data) scrubbed.
+
+    The stable entry point for code outside the SDK (the evaluator's logs and dead-letter
+    records): the same rules as ``@nexagauge.trace`` with its defaults, no hook, no marks.
+
+    Example::
+
+        >>> scrub_text("export OPENAI_API_KEY=abc123def456")
+        'export OPENAI_API_KEY=[scrubbed:secret]'
+    """
+    scrubber = _DEFAULT.get(pii)
+    if scrubber is None:
+        scrubber = _DEFAULT[pii] = Scrubber(pii=pii)
+    return scrubber.scrub("text", text)[0]
 
 
 def _replace(m: re.Match[str], rule: _Compiled, hit: list[bool]) -> str:

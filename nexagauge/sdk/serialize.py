@@ -46,11 +46,14 @@ _IP_TYPES = (
 CIRCULAR = "<circular reference>"
 DEPTH = "<max depth reached>"
 
-#: a dict key whose value is a secret (matched case-insensitively anywhere in the key)
+#: a dict key whose value is a secret: a secret word anywhere in the key (case-insensitive), or a
+#: short one (pass, pin, pwd, token, sig) as the whole key or its last part (``db_pass``,
+#: ``dbPin``, ``id_token``; not ``max_tokens``, ``bypass``)
 SENSITIVE_KEY = re.compile(
     r"passw|pwd|secret|api[._ -]?key|apikey|access[._ -]?token|auth[._ -]?token|refresh[._ -]?token"
-    r"|auth(?!or)|private[._ -]?key|credential|cookie|session[._ -]?key|x-api-key|bearer"
-    r"|csrf|xsrf|jwt",
+    r"|auth(?!or(?!i[sz]ation))|private[._ -]?key|access[._ -]?key|account[._ -]?key|credential"
+    r"|cookie|session[._ -]?key|x-api-key|bearer|csrf|xsrf|jwt|passphrase"
+    r"|(?:^|[._ -])(?:pass|pin|token|sig|signature)$|(?-i:[a-z](?:Pass|Pin|Token)$)",
     re.IGNORECASE,
 )
 

@@ -84,5 +84,7 @@ def test_scrub_never_raises_and_is_idempotent(text: str) -> None:
 
 def test_every_default_rule_has_a_gate() -> None:
     for rule in (*SECRET_RULES, *PII_RULES):
-        gated = rule.separators or rule.long_token or rule.min_digits or rule.raw_triggers
+        gated = (rule.separators or rule.long_token or rule.min_digits or rule.raw_triggers) or (
+            rule.base64_run or rule.keys
+        )
         assert gated or rule.triggers, rule.name

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import BaseModel
 
 import nexagauge
-from nexagauge.sdk import _errors, tracing
+from nexagauge.sdk import _errors, spans, streams
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk.scrubbing import Scrubber, ScrubRule
 from nexagauge.sdk.serialize import CIRCULAR, to_jsonable, to_text
@@ -115,7 +115,7 @@ def _break_start(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*a: Any, **k: Any) -> Any:
         raise ZeroDivisionError("sdk bug")
 
-    monkeypatch.setattr(tracing, "_pick", boom)
+    monkeypatch.setattr(spans, "pick_input", boom)
 
 
 def test_internal_failure_is_swallowed_and_logged_once_in_production(
@@ -156,7 +156,7 @@ def test_internal_failure_at_span_end_still_returns_and_ends_span(
     def boom(*a: Any, **k: Any) -> None:
         raise ValueError("end bug")
 
-    monkeypatch.setattr(tracing, "_output_attrs", boom)
+    monkeypatch.setattr(spans, "record_texts", boom)
 
     @nexagauge.trace(name="f")
     def f(question: str) -> str:
@@ -174,7 +174,7 @@ def test_internal_failure_in_stream_chunk_keeps_stream_flowing(
     def boom(chunk: Any) -> str:
         raise ValueError("chunk bug")
 
-    monkeypatch.setattr(tracing, "_chunk_text", boom)
+    monkeypatch.setattr(streams, "chunk_text", boom)
 
     @nexagauge.trace(name="g")
     def g(question: str) -> Iterator[str]:
@@ -509,9 +509,11 @@ def test_failing_hook_drops_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
             return "possibly sensitive"
 
         assert f("q") == "possibly sensitive"
-        span = r.one("hf")
+        span = r.one()  # the hook sees every recorded text, the span name included: fail closed
+        assert span.name == "[scrubbed:hook_error]"
         assert _out(span) == "[scrubbed:hook_error]"
         assert f"{C.GEN_AI_OUTPUT_MESSAGES}:hook_error" in span.attributes[C.NG_SCRUBBED]
+        assert "span.name:hook_error" in span.attributes[C.NG_SCRUBBED]
     finally:
         _errors.set_strict(None)
         nexagauge.shutdown()
