@@ -2,7 +2,19 @@
 
 No framework (stdlib ``asyncio.start_server``): one request per connection, ``GET``/``HEAD`` only,
 request head bounded (8 KiB) and timed out (10 s), so a slow or hostile client cannot hold the
-event loop or memory. Binds to ``EmitSettings.metrics_host`` (loopback by default) and
+event loop or memory. Responses are bounded too, because a ``/metrics`` body can be megabytes and
+a client that never reads would otherwise pin its own copy in the socket's write buffer forever:
+
+* at most ``max_connections`` (256) connections are served at once; more get a short 503;
+* at most ``max_metrics_responses`` (4) ``/metrics`` bodies are written at once; a scrape waits
+  for a slot up to ``write_stall_s`` and then gets a 503 (Prometheus retries next interval);
+* bodies are written in 64 KiB chunks: a chunk the client has not taken within ``write_stall_s``
+  (10 s), or a response not finished within ``response_deadline_s`` (60 s), closes the
+  connection. So a response never buffers more than a chunk beyond what the socket holds;
+* scrapes that arrive while a rendering is in progress share it (one rendering, one body).
+
+Memory held for responses is thus at most ``max_metrics_responses`` bodies plus a chunk per
+connection, whatever the clients do; :attr:`MetricsServer.stats` counts what was cut off. Binds to ``EmitSettings.metrics_host`` (loopback by default) and
 ``metrics_port`` (0 picks a free port: see :attr:`MetricsServer.port`).
 
 * ``/metrics``: the registry, in OpenMetrics (with exemplars) when the ``Accept`` header asks for
@@ -38,6 +50,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
+from prometheus_client.exposition import choose_encoder
+
 from nexagauge.emit.prometheus import EvaluatorMetrics, exposition
 
 log = logging.getLogger(__name__)
@@ -48,6 +62,16 @@ Readiness: TypeAlias = Callable[[], ReadinessResult | Awaitable[ReadinessResult]
 
 MAX_HEAD_BYTES = 8 * 1024
 HEAD_TIMEOUT_S = 10.0
+#: connections served at once (more get a 503 and are closed)
+MAX_CONNECTIONS = 256
+#: /metrics bodies written at once (each may be megabytes)
+MAX_METRICS_RESPONSES = 4
+#: a chunk the client does not take within this time closes the connection
+WRITE_STALL_S = 10.0
+#: a whole response must be written within this time
+RESPONSE_DEADLINE_S = 60.0
+#: bodies are written this much at a time (the transport buffers at most about one chunk)
+WRITE_CHUNK = 64 * 1024
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -67,6 +91,8 @@ class MetricsServer:
         metrics: the process's :class:`EvaluatorMetrics` (its registry is served).
         host, port: where to listen (``port=0``: a free port, read :attr:`port` after start).
         readiness: the consumer's readiness callback; ``None``: ready once started.
+        max_connections, max_metrics_responses, write_stall_s, response_deadline_s: the response
+            bounds of the module docstring (defaults: the module constants).
     """
 
     def __init__(
@@ -76,13 +102,44 @@ class MetricsServer:
         host: str = "127.0.0.1",
         port: int = 9464,
         readiness: Readiness | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        max_metrics_responses: int = MAX_METRICS_RESPONSES,
+        write_stall_s: float = WRITE_STALL_S,
+        response_deadline_s: float = RESPONSE_DEADLINE_S,
     ) -> None:
         self.metrics = metrics
         self.host = host
         self._port = port
         self.readiness = readiness
+        self.max_connections = max_connections
+        self.write_stall_s = write_stall_s
+        self.response_deadline_s = response_deadline_s
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[Any]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._metrics_slots = asyncio.Semaphore(max_metrics_responses)
+        self._rendering: dict[str, asyncio.Future[tuple[bytes, str]]] = {}
+        #: responses cut off: ``too_many_connections``, ``busy`` (no /metrics slot in time),
+        #: ``write_stalled``, ``write_deadline``
+        self.stats: dict[str, int] = {
+            "too_many_connections": 0,
+            "busy": 0,
+            "write_stalled": 0,
+            "write_deadline": 0,
+        }
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now."""
+        return len(self._conns)
+
+    def buffered_bytes(self) -> int:
+        """Bytes waiting in the connections' write buffers now (bounded: see module docstring)."""
+        total = 0
+        for w in self._writers:
+            with contextlib.suppress(Exception):
+                total += w.transport.get_write_buffer_size()
+        return total
 
     @classmethod
     def from_settings(
@@ -138,20 +195,33 @@ class MetricsServer:
     # -- request handling ---------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        if len(self._conns) >= self.max_connections:
+            self.stats["too_many_connections"] += 1
+            # a tiny answer fits any socket buffer: written without waiting for the client
+            body = b"too many connections\n"
+            writer.write(_head(503, len(body), _TEXT) + body)
+            writer.close()
+            return
         if task is not None:
             self._conns.add(task)
+        self._writers.add(writer)
         try:
             await self._serve_one(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except _WriteCutOff as e:
+            self.stats[e.why] += 1
+            log.info("metrics endpoint: closed a client that does not read (%s)", e.why)
+            writer.transport.abort()  # drop what it never read; close() would wait to flush
         except Exception:
             log.exception("metrics endpoint: request failed")
         finally:
             if task is not None:
                 self._conns.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                await asyncio.wait_for(writer.wait_closed(), self.write_stall_s)
 
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -183,10 +253,7 @@ class MetricsServer:
             return
         head_only = method == "HEAD"
         if path == "/metrics":
-            body, ctype = await asyncio.to_thread(
-                exposition, self.metrics.registry, headers.get("accept")
-            )
-            await self._send(writer, 200, body, ctype, head_only=head_only)
+            await self._serve_metrics(writer, headers.get("accept"), head_only)
         elif path == "/healthz":
             await self._send(writer, 200, b"ok\n", _TEXT, head_only=head_only)
         elif path == "/readyz":
@@ -196,6 +263,34 @@ class MetricsServer:
             )
         else:
             await self._send(writer, 404, b"not found\n", _TEXT, head_only=head_only)
+
+    async def _serve_metrics(
+        self, writer: asyncio.StreamWriter, accept: str | None, head_only: bool
+    ) -> None:
+        """``/metrics`` under a response slot (at most ``max_metrics_responses`` bodies held)."""
+        try:
+            await asyncio.wait_for(self._metrics_slots.acquire(), self.write_stall_s)
+        except TimeoutError:
+            self.stats["busy"] += 1
+            await self._send(writer, 503, b"busy: too many scrapes at once\n", _TEXT, head_only)
+            return
+        try:
+            body, ctype = await self._render(accept)
+            await self._send(writer, 200, body, ctype, head_only=head_only)
+        finally:
+            self._metrics_slots.release()
+
+    async def _render(self, accept: str | None) -> tuple[bytes, str]:
+        """The exposition for ``accept``; scrapes arriving during a rendering share its result."""
+        _, ctype = choose_encoder(accept or "")
+        pending = self._rendering.get(ctype)
+        if pending is None:
+            pending = asyncio.ensure_future(
+                asyncio.to_thread(exposition, self.metrics.registry, accept)
+            )
+            self._rendering[ctype] = pending
+            pending.add_done_callback(lambda _f: self._rendering.pop(ctype, None))
+        return await asyncio.shield(pending)
 
     async def _ready(self) -> tuple[bool, str]:
         if self.readiness is None:
@@ -211,29 +306,52 @@ class MetricsServer:
             return ok, why or ("ready" if ok else "not ready")
         return bool(res), "ready" if res else "not ready"
 
-    @staticmethod
     async def _send(
+        self,
         writer: asyncio.StreamWriter,
         status: int,
         body: bytes,
         ctype: str,
-        *,
         head_only: bool,
+        *,
         allow: bool = False,
     ) -> None:
-        head = [
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-            f"Content-Type: {ctype}",
-            f"Content-Length: {len(body)}",
-            "Cache-Control: no-store",
-            "Connection: close",
-        ]
-        if allow:
-            head.append("Allow: GET, HEAD")
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-        if not head_only:
-            writer.write(body)
-        await writer.drain()
+        """Write a response in chunks, each taken by the client within ``write_stall_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.response_deadline_s
+        data = memoryview(_head(status, len(body), ctype, allow=allow))
+        chunks = [data] if head_only else [data, memoryview(body)]
+        for view in chunks:
+            for at in range(0, len(view), WRITE_CHUNK):
+                writer.write(view[at : at + WRITE_CHUNK])
+                left = deadline - loop.time()
+                try:
+                    await asyncio.wait_for(writer.drain(), min(self.write_stall_s, left))
+                except TimeoutError:
+                    raise _WriteCutOff(
+                        "write_deadline" if left <= self.write_stall_s else "write_stalled"
+                    ) from None
+
+
+class _WriteCutOff(Exception):
+    """A client did not take its response in time (``why``: the stats key)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _head(status: int, length: int, ctype: str, *, allow: bool = False) -> bytes:
+    head = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+        f"Content-Type: {ctype}",
+        f"Content-Length: {length}",
+        "Cache-Control: no-store",
+        "Connection: close",
+    ]
+    if allow:
+        head.append("Allow: GET, HEAD")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
 
 
 async def start_server(
