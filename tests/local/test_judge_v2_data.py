@@ -173,3 +173,35 @@ def test_wilson_and_kappa_reference_values() -> None:
     )
     assert rep.overall.correct == 1 and rep.per_kind["y"].accuracy == 0.0 and rep.recall == 1.0
     assert [e["id"] for e in rep.errors] == ["b"]
+
+
+async def test_predict_names_the_case_when_the_judge_fails() -> None:
+    """A judge error stops the evaluation with the case id, never a silent wrong score."""
+
+    class FailingJudge:
+        async def judge_claims(self, task: str, claims: Any, target: str, knobs: Any, *, node: str) -> Any:
+            from nexagauge.judge.base import CallInfo, ClaimJudgement
+
+            return ClaimJudgement(error="boom", info=CallInfo(calls=0, cached=False, model="m", prompt="p"))
+
+    rows = evalmod.load("relevance", "heldout")[:3]
+    with pytest.raises(RuntimeError, match=f"case {rows[0]['item']}: judge failed: boom"):
+        await evalmod.predict(FailingJudge(), "relevance", rows)
+
+
+@pytest.mark.integration
+async def test_eval_runs_the_real_local_judge_per_case(embedder: Any) -> None:
+    """The evaluation script drives the real local judge (real model) through the protocol."""
+    from nexagauge.judge.local import LocalJudge
+
+    judge = LocalJudge(embedder=embedder)
+    for task in builder.TASKS:
+        rows = evalmod.load(task, "heldout")
+        first_cases = sorted({r["item"] for r in rows})[:3]
+        rows = [r for r in rows if r["item"] in first_cases]
+        pred = await evalmod.predict(judge, task, rows)
+        assert len(pred) == len(rows) and all(isinstance(p, bool) for p in pred)
+        rep = evalmod.report(task, "heldout", rows, pred)
+        assert rep.overall.n == len(rows) == sum(s.n for s in rep.per_kind.values())
+        assert rep.overall.correct == len(rows) - len(rep.errors)
+        assert rep.overall.ci_low <= rep.overall.accuracy <= rep.overall.ci_high
