@@ -52,7 +52,7 @@ _SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for
 # the key gate looks at this many bytes before each "=" / ":" and at most this many separators
 _KEY_WINDOW = 48
 _MAX_KEY_SEPARATORS = 64
-_KEY_STRIP = b"\"' \t"
+_KEY_STRIP = b"\"'\\ \t"
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
 

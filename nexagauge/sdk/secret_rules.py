@@ -73,8 +73,9 @@ def _luhn_ok(text: str) -> bool:
     return total % 10 == 0
 
 
-# between a key and its value: an optional closing quote, blanks, the separator, blanks
-_SEP = r"[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
+# between a key and its value: an optional closing quote (escaped in JSON text), blanks, the
+# separator, blanks
+_SEP = r"(?:\\?[\"'])?[ \t]*(?::=|=>|[:=])[ \t]*"
 
 
 def _value(minimum: int) -> str:

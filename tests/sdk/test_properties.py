@@ -55,6 +55,16 @@ _SECRETS = [
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig_abcdefghij",
     "jane@example.com",
     "4111 1111 1111 1111",
+    "OPENAI_API_KEY=q8Vn2Lx7Rt4K",
+    "DB_PASSWORD=Tr0ub4dor3x",
+    "db_pass=hunter2",
+    '"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "ASIAY34FZKBOKMUTVV7A",
+    "ya29.a0AfH6SMCexampleTokenValue",
+    "AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2",
+    "Bearer abcdefghijklmnopqrstuvwxyz",
+    "pin: 4821",
 ]
 
 
@@ -70,6 +80,21 @@ def test_fast_path_gate_is_sound(before: str, secret: str, after: str) -> None:
     # the joined form the hot path gates must not be cleaner than its parts
     if not scrubber.is_clean(before) or not scrubber.is_clean(after):
         assert not scrubber.is_clean(before + "\n" + after)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(max_size=80), max_size=4),
+    st.sampled_from([*_SECRETS, ""]),
+    st.lists(st.text(max_size=80), max_size=4),
+)
+def test_all_clean_is_sound(before: list[str], secret: str, after: list[str]) -> None:
+    """``all_clean`` over several texts (one joined pass) never calls a text clean that is not."""
+    scrubber = Scrubber(pii=True)
+    texts = [*before, f"x {secret} y", *after]
+    if scrubber.all_clean(texts):
+        for text in texts:
+            assert scrubber.scrub("a", text) == (text, None), text
 
 
 @settings(max_examples=100, deadline=None)
