@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -362,10 +362,42 @@ def _retire(provider: trace.TracerProvider, flush_only: bool = False) -> None:
     threading.Thread(target=_run, name="nexagauge-retire-provider", daemon=True).start()
 
 
+def _within(timeout_millis: int, site: str, work: Callable[[], Any]) -> tuple[bool, Any]:
+    """Run ``work`` on a daemon thread, waiting at most ``timeout_millis``: ``(finished, result)``.
+
+    OpenTelemetry's batch processor does not honour the timeout given to ``force_flush`` and
+    ``shutdown`` when the exporter hangs (a 10 s export blocks them for its whole duration, batch
+    after batch); the caller of nexa-gauge's ``force_flush`` / ``shutdown`` gets its answer on time
+    and the export finishes (or not) in the background.
+    """
+    result: list[Any] = []
+
+    def _run() -> None:
+        try:
+            result.append(work())
+        except Exception as exc:
+            _errors.warn_once(site, f"{site} failed ({exc!r})")
+            result.append(False)
+
+    thread = threading.Thread(target=_run, name=f"nexagauge-{site}", daemon=True)
+    thread.start()
+    thread.join(max(timeout_millis, 0) / 1000)
+    if thread.is_alive():
+        _errors.warn_once(
+            f"{site} timeout",
+            f"{site} did not finish within {timeout_millis} ms (the exporter is slow or hangs); "
+            "spans not yet exported may be lost",
+        )
+        return False, None
+    return True, result[0] if result else None
+
+
 def shutdown(timeout_millis: int = 30000) -> None:
     """Flush pending spans and shut down the provider nexa-gauge created (no-op otherwise).
 
-    Call it at process exit when the process may end before the batch delay (scripts, jobs).
+    Returns within ``timeout_millis`` even when the exporter hangs (the flush and shutdown then
+    go on in the background; spans not exported by then may be lost). Call it at process exit when
+    the process may end before the batch delay (scripts, jobs).
 
     Example::
 
@@ -378,19 +410,23 @@ def shutdown(timeout_millis: int = 30000) -> None:
     global STATE
     with _lock:
         state = STATE
-        if state.owned and state.provider is not None:
-            try:
-                force = getattr(state.provider, "force_flush", None)
-                if force is not None:
-                    force(timeout_millis)
-                getattr(state.provider, "shutdown", lambda: None)()
-            except Exception as exc:
-                _errors.warn_once("shutdown", f"provider shutdown failed ({exc!r})")
         STATE = _default_state()
+    provider = state.provider
+    if state.owned and provider is not None:
+
+        def _flush_and_shut_down() -> None:
+            force = getattr(provider, "force_flush", None)
+            if force is not None:
+                force(timeout_millis)
+            getattr(provider, "shutdown", lambda: None)()
+
+        _within(timeout_millis, "shutdown", _flush_and_shut_down)
 
 
 def force_flush(timeout_millis: int = 30000) -> bool:
-    """Export every span recorded so far (blocks up to ``timeout_millis``); True on success.
+    """Export every span recorded so far, waiting at most ``timeout_millis``; True on success.
+
+    Returns False when the export did not finish in time, also when the exporter hangs.
 
     Example::
 
@@ -401,8 +437,5 @@ def force_flush(timeout_millis: int = 30000) -> bool:
     force = getattr(provider, "force_flush", None)
     if force is None:
         return True
-    try:
-        return bool(force(timeout_millis))
-    except Exception as exc:
-        _errors.warn_once("force_flush", f"force_flush failed ({exc!r})")
-        return False
+    finished, ok = _within(timeout_millis, "force_flush", lambda: force(timeout_millis))
+    return finished and bool(ok)
