@@ -1,6 +1,6 @@
 """Produces real third-party instrumentation output for the extraction tests.
 
-    python -m tests.online.instrumented_app {openai-v2|openinference} BASE_URL OUT_PREFIX
+    python -m tests.online.instrumented_app {openai-v2|openinference|openinference-rag} BASE_URL OUT
 
 Instruments the real ``openai`` client with ``opentelemetry-instrumentation-openai-v2`` or
 ``openinference-instrumentation-openai``, makes a multi-turn chat call to the loopback
@@ -13,6 +13,7 @@ because instrumentors patch the ``openai`` module globally.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import openai
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
@@ -32,11 +33,47 @@ MESSAGES = [
 ]
 
 
+#: what the retriever of the ``openinference-rag`` app finds
+DOCUMENTS = ["The shop opens at 9 am on weekdays.", "On Sundays the shop is closed."]
+
+
+def rag(tp: TracerProvider, client: openai.OpenAI) -> None:
+    """A RAG turn written with OpenInference's own tracer (``openinference-instrumentation``):
+    a CHAIN around an embedding step, a RETRIEVER with documents, a TOOL call and the
+    instrumented LLM call; the chain's output is the LLM's reply."""
+    from openinference.instrumentation import Document, get_retriever_attributes
+
+    oi: Any = tp.get_tracer("rag-app")  # an OITracer: tp is OpenInference's TracerProvider
+    question = MESSAGES[-1]["content"]
+    with oi.start_as_current_span("rag", openinference_span_kind="chain") as chain:
+        chain.set_input(question)
+        with oi.start_as_current_span("embed", openinference_span_kind="embedding") as emb:
+            emb.set_input(question)
+            emb.set_output("[0.1, 0.2, 0.3]")
+        with oi.start_as_current_span("search", openinference_span_kind="retriever") as ret:
+            ret.set_input(question)
+            ret.set_attributes(
+                get_retriever_attributes(
+                    documents=[Document(content=d, id=str(i)) for i, d in enumerate(DOCUMENTS)]
+                )
+            )
+        with oi.start_as_current_span("opening_hours", openinference_span_kind="tool") as tool:
+            tool.set_input(question)
+            tool.set_output("9 am")
+        reply = client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
+        chain.set_output(reply.choices[0].message.content or "")
+
+
 def main() -> int:
     kind, base_url, out = sys.argv[1:4]
     resource = Resource.create({"service.name": f"bot-{kind}"})
     spans = InMemorySpanExporter()
-    tp = TracerProvider(resource=resource)
+    if kind == "openinference-rag":
+        from openinference.instrumentation import TracerProvider as OITracerProvider
+
+        tp = OITracerProvider(resource=resource)
+    else:
+        tp = TracerProvider(resource=resource)
     tp.add_span_processor(SimpleSpanProcessor(spans))
     logs = InMemoryLogExporter()
     lp = LoggerProvider(resource=resource)
@@ -50,8 +87,11 @@ def main() -> int:
 
         OIInstrumentor().instrument(tracer_provider=tp)
     client = openai.OpenAI(base_url=base_url, api_key="sk-loopback")
-    with tp.get_tracer("app").start_as_current_span("handle_request"):
-        client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
+    if kind == "openinference-rag":
+        rag(tp, client)
+    else:
+        with tp.get_tracer("app").start_as_current_span("handle_request"):
+            client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
     tp.force_flush()
     lp.force_flush()
     with open(out + ".spans.pb", "wb") as fh:

@@ -108,3 +108,21 @@ def test_openinference_openai(server: Any, tmp_path: Path) -> None:
     spans, logs = run_app("openinference", server.base_url, tmp_path)
     [c] = cases_from(spans, logs)
     check_case(c, "bot-openinference")
+
+
+def test_openinference_rag_roles_from_the_real_tracer(server: Any, tmp_path: Path) -> None:
+    """Span roles on OpenInference's own tracer (issue 13): the CHAIN is the one answer (the LLM
+    call inside it has the same reply and is merged into it), the RETRIEVER's documents are its
+    context (not the system message), the TOOL and EMBEDDING spans are no cases."""
+    from tests.online.instrumented_app import DOCUMENTS
+
+    spans, logs = run_app("openinference-rag", server.base_url, tmp_path)
+    names = {s.name for s in decode_traces(spans).spans}
+    assert {"rag", "embed", "search", "opening_hours"} <= names
+    [c] = cases_from(spans, logs)
+    assert c.span.name == "rag" and c.case.output == REPLY
+    assert c.case.input == "When does the shop open?"
+    assert c.case.context_documents == tuple(DOCUMENTS)
+    assert c.model and "gpt-4o-mini" in c.model  # from the merged LLM span
+    [llm] = cases_from(spans, logs, "llm")
+    assert llm.span.name != "rag" and llm.case.context_documents == tuple(DOCUMENTS)
