@@ -26,6 +26,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from nexagauge.schema.rubrics import RubricLibrary
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -225,6 +227,10 @@ class OnlineSettings(_Section):
     #: largest case (JSON bytes) a dead letter carries for ``nexagauge dlq replay``; a larger one
     #: is dead-lettered without it (ids and errors only, not replayable)
     dlq_max_case_bytes: int = Field(default=1024 * 1024, ge=0)
+    #: judge instructions written in a span (geval criteria/steps, redteam rubrics): ``reject``
+    #: (the span's case is invalid, with the reason; spans select ``[rubrics]`` by name) or
+    #: ``trust`` (every app that can write a span may instruct the judge)
+    span_rubrics: Literal["reject", "trust"] = "reject"
 
 
 LabelName = Literal["service", "span_name", "model"]
@@ -291,6 +297,9 @@ class Settings(BaseSettings):
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     online: OnlineSettings = Field(default_factory=OnlineSettings)
     emit: EmitSettings = Field(default_factory=EmitSettings)
+    #: the evaluator's own judge rubrics (``[rubrics.geval.<name>]``, ``[rubrics.redteam.<name>]``),
+    #: selected by name from records and spans (:mod:`nexagauge.schema.rubrics`)
+    rubrics: RubricLibrary = Field(default_factory=RubricLibrary)
 
     @classmethod
     def settings_customise_sources(

@@ -146,7 +146,7 @@ async def _estimate(
             try:
                 if isinstance(raw, Exception):
                     raise raw
-                case = parse_record(raw, index, field_map)
+                case = parse_record(raw, index, field_map, rubrics=settings.rubrics)
             except RecordError as e:
                 failed += 1
                 bad.append({"index": index, "line": line, "reason": str(e)})

@@ -363,7 +363,11 @@ class Executor:
         if isinstance(raw, Exception):
             return CaseResult(index, None, error=f"record {index}: {raw}")
         try:
-            case = raw if isinstance(raw, EvalCase) else parse_record(raw, index, self.field_map)
+            case = (
+                raw
+                if isinstance(raw, EvalCase)
+                else parse_record(raw, index, self.field_map, rubrics=self.runtime.settings.rubrics)
+            )
         except RecordError as e:
             return CaseResult(index, e.case_id, error=str(e), error_field=e.field)
         except Exception as e:  # a record parse_record did not foresee: still only this record

@@ -8,7 +8,8 @@ e.g. ``"not eligible: no context"``) for people reading a trace. Two families sh
   ``not_eligible``, ``disabled``, ``no_judge``, ``judge_unsupported``, ``nothing_to_judge``,
   ``not_needed``, ``prerequisite_failed``;
 * a whole **evaluation** the online service did not run: ``rate_limit``, ``budget_hour``,
-  ``budget_day``, ``no_case``, ``invalid_case``, ``invalid_span``, ``invalid_ids``,
+  ``budget_day``, ``no_case``, ``invalid_case``, ``untrusted_rubric``, ``invalid_span``,
+  ``invalid_ids``,
   ``extract_error``, and conversation turns not judged: ``duplicate_turn``, ``late_turn``,
   ``invalid_turn``.
 
@@ -51,6 +52,7 @@ class SkipReason(StrEnum):
     BUDGET_DAY = "budget_day"
     NO_CASE = "no_case"
     INVALID_CASE = "invalid_case"
+    UNTRUSTED_RUBRIC = "untrusted_rubric"
     INVALID_SPAN = "invalid_span"
     INVALID_IDS = "invalid_ids"
     EXTRACT_ERROR = "extract_error"
@@ -75,6 +77,8 @@ DESCRIPTIONS: Final[dict[SkipReason, str]] = {
     SkipReason.BUDGET_DAY: "the daily USD judge budget is spent",
     SkipReason.NO_CASE: "the trace holds no span that can be evaluated",
     SkipReason.INVALID_CASE: "an answer span could not be turned into a case",
+    SkipReason.UNTRUSTED_RUBRIC: "a span wrote judge instructions (rubric text); only configured "
+    "rubrics, selected by name, are used",
     SkipReason.INVALID_SPAN: "a span could not be read (bad bytes, nested too deeply); only it",
     SkipReason.INVALID_IDS: "a span without a valid trace/span id was dropped; only it",
     SkipReason.EXTRACT_ERROR: "reading a span failed (a bug; logged); only that span",

@@ -58,7 +58,7 @@ from nexagauge.judge.base import (
 from nexagauge.judge.breaker import CircuitBreaker
 from nexagauge.judge.claimtext import anchoring_confidence
 from nexagauge.judge.http import ClientPool
-from nexagauge.judge.jsonschema import parse_json_object, strict_schema
+from nexagauge.judge.jsonschema import error_location, parse_json_object, strict_schema
 from nexagauge.judge.limits import RateLimiter
 from nexagauge.judge.pricing import PriceTable
 from nexagauge.judge.promptlib import Prompt, load_prompt, load_prompt_file
@@ -597,7 +597,7 @@ def _validate(
         return model.model_validate(data), None
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
+        loc = error_location(tuple(err.get("loc", ())), model)  # never a key the judge invented
         return None, f"{loc}: {err.get('msg', 'invalid')}" if loc else err.get("msg", "invalid")
 
 

@@ -42,12 +42,14 @@ from nexagauge.online.decode import LogRef, SpanRecord
 from nexagauge.online.roles import EXTRACT_ERROR, INVALID_SPAN, Answer, assign, rejection
 from nexagauge.online.spanview import TRACELOOP_SESSION_ID, SpanView
 from nexagauge.schema.case import EvalCase, RecordError, parse_record
+from nexagauge.schema.rubrics import RubricLibrary, UntrustedRubricError
 from nexagauge.sdk import conventions as C
 
 __all__ = [
     "EXTRACT_ERROR",
     "INVALID_CASE",
     "INVALID_SPAN",
+    "UNTRUSTED_RUBRIC",
     "MAX_CONTEXT_DOCS",
     "TRACELOOP_SESSION_ID",
     "ExtractedCase",
@@ -67,6 +69,8 @@ MAX_CONTEXT_DOCS = 64
 #: how deep an evaluation block or case text may nest (deeper: the span is rejected)
 _MAX_RECORD_DEPTH = 32
 INVALID_CASE = "invalid_case"
+#: a span wrote judge instructions (see :mod:`nexagauge.schema.rubrics`)
+UNTRUSTED_RUBRIC = "untrusted_rubric"
 _EVAL_BLOCKS = {
     C.NG_EVAL_RELEVANCE: "relevance",
     C.NG_EVAL_GROUNDING: "grounding",
@@ -105,19 +109,32 @@ def build_views(trace: Trace) -> dict[bytes, SpanView]:
 
 
 def extract_cases(
-    trace: Trace, mode: Mode = "auto", *, views: Mapping[bytes, SpanView] | None = None
+    trace: Trace,
+    mode: Mode = "auto",
+    *,
+    views: Mapping[bytes, SpanView] | None = None,
+    rubrics: RubricLibrary | None = None,
+    inline_rubrics: bool = False,
 ) -> list[ExtractedCase]:
     """Every case of a trace according to ``mode`` (see module docstring); never raises.
 
     A span that cannot be read, or whose record is invalid for the case schema (e.g. a
-    malformed ``nexagauge.eval.*`` block), yields no case; :func:`extract_cases_with_errors`
-    reports why.
+    malformed ``nexagauge.eval.*`` block, or judge instructions written in the span while
+    ``inline_rubrics`` is false: spans select ``rubrics`` by name), yields no case;
+    :func:`extract_cases_with_errors` reports why.
     """
-    return extract_cases_with_errors(trace, mode, views=views)[0]
+    return extract_cases_with_errors(
+        trace, mode, views=views, rubrics=rubrics, inline_rubrics=inline_rubrics
+    )[0]
 
 
 def extract_cases_with_errors(
-    trace: Trace, mode: Mode = "auto", *, views: Mapping[bytes, SpanView] | None = None
+    trace: Trace,
+    mode: Mode = "auto",
+    *,
+    views: Mapping[bytes, SpanView] | None = None,
+    rubrics: RubricLibrary | None = None,
+    inline_rubrics: bool = False,
 ) -> tuple[list[ExtractedCase], list[SpanError]]:
     """Like :func:`extract_cases`, also returning a :class:`SpanError` per rejected span."""
     views = views if views is not None else build_views(trace)
@@ -144,9 +161,11 @@ def extract_cases_with_errors(
         try:
             docs = contexts[v.rec.span_id]
             inner = absorbed.get(v.rec.span_id, [])
-            out.append(_case(v, inner, docs, bool(tr.retrievals), trace_conv))
+            trusted = (rubrics, inline_rubrics)
+            out.append(_case(v, inner, docs, bool(tr.retrievals), trace_conv, trusted))
         except RecordError as e:
-            errors.append(SpanError(v.rec, str(e), INVALID_CASE))
+            why = UNTRUSTED_RUBRIC if isinstance(e, UntrustedRubricError) else INVALID_CASE
+            errors.append(SpanError(v.rec, str(e), why))
         except Exception as e:  # one bad span costs only itself
             r = rejection(v, e)
             errors.append(SpanError(v.rec, r.detail, r.reason))
@@ -228,6 +247,7 @@ def _case(
     docs: list[str],
     trace_has_retrieval: bool,
     trace_conv: str | None,
+    trusted: tuple[RubricLibrary | None, bool] = (None, False),
 ) -> ExtractedCase:
     a = v.attrs
     io = v.io
@@ -256,6 +276,6 @@ def _case(
     model = v.model or next((i.model for i in inner if i.model), None)
     if model:
         record["metadata"]["model"] = model
-    case = parse_record(_clean(record, "case"), None)
+    case = parse_record(_clean(record, "case"), None, rubrics=trusted[0], inline_rubrics=trusted[1])
     conv = v.conversation_id or trace_conv
     return ExtractedCase(span=v.rec, case=case, attrs=a, model=model, conversation_id=conv)

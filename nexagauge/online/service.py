@@ -358,7 +358,13 @@ class EvaluatorStage:
     def _extract(self, trace: Trace) -> tuple[list[ExtractedCase], list[SpanError], bool]:
         """``(cases, rejected spans, crashed)``; touches no stage state (may run in a thread)."""
         try:
-            return (*extract_cases_with_errors(trace, self.o.evaluate_spans), False)
+            found = extract_cases_with_errors(
+                trace,
+                self.o.evaluate_spans,
+                rubrics=self.settings.rubrics,
+                inline_rubrics=self.o.span_rubrics == "trust",
+            )
+            return (*found, False)
         except Exception:  # a bug in a reader must not stop the consumer
             log.exception("case extraction failed for trace %s", trace.trace_id.hex())
             return [], [], True

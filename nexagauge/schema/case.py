@@ -39,6 +39,7 @@ from nexagauge.schema.knobs import (
     Turn,
 )
 from nexagauge.schema.rawvalue import RecordError, as_text, check_record, value_problem
+from nexagauge.schema.rubrics import RubricLibrary, select_rubrics
 
 #: names importable from here (the knob models live in :mod:`nexagauge.schema.knobs`, the
 #: record error in :mod:`nexagauge.schema.rawvalue`)
@@ -59,6 +60,7 @@ __all__ = [
     "RefalignConfig",
     "RelevanceConfig",
     "Rubric",
+    "RubricLibrary",
     "ScoringMode",
     "Turn",
     "parse_record",
@@ -321,11 +323,19 @@ def _id_hint(record: Mapping[str, Any], field_map: Mapping[str, str]) -> str | N
 
 
 def parse_record(
-    record: Any, index: int | None = None, field_map: Mapping[str, str] | None = None
+    record: Any,
+    index: int | None = None,
+    field_map: Mapping[str, str] | None = None,
+    *,
+    rubrics: RubricLibrary | None = None,
+    inline_rubrics: bool = True,
 ) -> EvalCase:
     """Normalize one raw record into an :class:`EvalCase` (the ``scan`` node).
 
     ``field_map`` maps logical names to custom columns (``--field output=model_answer``).
+    ``rubrics``: the evaluator's configured rubrics, which a geval/redteam metric selects by
+    name; ``inline_rubrics``: whether the record may carry judge instructions itself (true for a
+    dataset; false for a span, see :mod:`nexagauge.schema.rubrics`).
     Raises :class:`RecordError` naming the record and the offending field.
 
     Example:
@@ -397,6 +407,9 @@ def parse_record(
                 raw = {"enabled": False}
             if not isinstance(raw, Mapping):
                 raise err(col, f"expected an object, got {type(raw).__name__}")
+            raw = select_rubrics(
+                block, raw, rubrics, inline=inline_rubrics, index=index, case_id=case_id_hint
+            )
             try:
                 values[block] = model.model_validate(dict(raw))
             except ValidationError as e:

@@ -168,9 +168,9 @@ NG_EVAL_PREFIX: Final = "nexagauge.eval."
 NG_EVAL_RELEVANCE: Final = "nexagauge.eval.relevance"
 #: JSON ``grounding`` block (same knobs as relevance).
 NG_EVAL_GROUNDING: Final = "nexagauge.eval.grounding"
-#: JSON ``geval`` block: knobs plus ``metrics`` (name, item_fields, criteria/evaluation_steps).
+#: JSON ``geval`` block: knobs plus ``metrics`` naming rubrics of the evaluator's ``[rubrics.geval]``.
 NG_EVAL_GEVAL: Final = "nexagauge.eval.geval"
-#: JSON ``redteam`` block: knobs plus custom ``metrics`` with rubrics.
+#: JSON ``redteam`` block: knobs plus ``metrics`` naming rubrics of the evaluator's ``[rubrics.redteam]``.
 NG_EVAL_REDTEAM: Final = "nexagauge.eval.redteam"
 #: Bool: the traced callable returned a stream (generator / async generator).
 NG_STREAM: Final = "nexagauge.stream"

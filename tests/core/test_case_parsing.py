@@ -191,7 +191,7 @@ def test_geval_and_redteam_blocks() -> None:
         ("grounding", {"include_reasoning": 1}, "grounding.include_reasoning"),
         ("redteam", {"scoring_mode": "binary_yes_no", "severity": 3}, "redteam.severity"),
         ("geval", {"metrics": []}, "geval.metrics"),
-        ("geval", {"metrics": [{"name": "x"}]}, "geval.metrics.0"),
+        ("geval", {"metrics": [{"name": "x"}]}, "geval.metrics[0].name"),  # no such rubric
         (
             "geval",
             {"metrics": [{"name": "x", "criteria": "c", "item_fields": ["nope"]}]},
