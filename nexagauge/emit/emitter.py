@@ -300,8 +300,9 @@ class Emitter:
         for mv in new_metrics:
             if mv.score is not None:
                 m.record_score(mv.name, labels, mv.score, target.trace_id, target.span_id)
-            m.record_claims(mv.name, labels, "ACCEPTED", mv.accepted)
-            m.record_claims(mv.name, labels, "REJECTED", mv.rejected)
+            if mv.accepted or mv.rejected:  # a claim-based metric: both verdicts, even at 0
+                m.record_claims(mv.name, labels, "ACCEPTED", mv.accepted)
+                m.record_claims(mv.name, labels, "REJECTED", mv.rejected)
         if not new_eval:
             return
         latency = max(0.0, now - target.end_time_s) if target.end_time_unix_nano > 0 else None

@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from nexagauge.emit import metric_names as N
+from nexagauge.emit.zero import KNOWN_REASONS, start_static
 from nexagauge.graph.skips import skip_code
 
 log = logging.getLogger(__name__)
@@ -267,6 +268,9 @@ class EvaluatorMetrics:
             ["window"],
             registry=r,
         )
+        self._judge_seen: set[tuple[str, str]] = set()
+        self._judge_lock = threading.Lock()
+        start_static(self)  # known label sets start at zero (nexagauge.emit.zero)
 
     @classmethod
     def from_settings(
@@ -299,7 +303,12 @@ class EvaluatorMetrics:
         }
 
     def _reason(self, reason: str) -> str:
-        return self._reasons("reason", reason)
+        # known reasons (skip codes, DLQ and eviction reasons) are bounded already: never capped
+        return reason if reason in KNOWN_REASONS else self._reasons("reason", reason)
+
+    def node_label(self, node: str) -> str:
+        """The bounded ``node`` label value of a graph node."""
+        return self._reasons("node", node)
 
     def _model(self, model: str | None) -> str:
         # Judge models come from configuration (few), but are still capped: their own budget, and
@@ -332,7 +341,7 @@ class EvaluatorMetrics:
         (``rate_limit``, ``budget_hour``, ``no_case``...) or a human text, which is mapped to its
         code (the label never holds free text). ``node``: the metric node a case did not get;
         empty for a whole evaluation."""
-        node = self._reasons("node", node) if node else ""
+        node = self.node_label(node) if node else ""
         self.skipped.labels(reason=skip_code(reason).value, node=node).inc(n)
 
     def late_spans(self, n: int = 1) -> None:
@@ -379,11 +388,32 @@ class EvaluatorMetrics:
         Tokens and USD are recorded by the :class:`~nexagauge.emit.emitter.Emitter` from each
         case's ``CostEstimate`` (once per evaluation, deduplicated); do not also report them here.
         """
-        m, node = self._model(model), self._reasons("node", node)
+        m, node = self._model(model), self.node_label(node)
+        self._touch_judge_labels(node, m)
         outcome = _enum(outcome, JUDGE_OUTCOMES)
         self.judge_calls.labels(node=node, model=m, outcome=outcome).inc()
         if outcome != "cached" and latency_s is not None and latency_s >= 0:
             self.judge_latency.labels(node=node, model=m).observe(latency_s)
+
+    def touch_judge(self, node: str, model: str | None) -> None:
+        """Create every judge series of ``node`` and ``model`` at zero (calls by outcome, tokens
+        by direction, spend, latency), so judge panels show 0 before the first call."""
+        self._touch_judge_labels(self.node_label(node), self._model(model))
+
+    def _touch_judge_labels(self, node: str, model: str) -> None:
+        key = (node, model)
+        if key in self._judge_seen:
+            return
+        with self._judge_lock:
+            if key in self._judge_seen:
+                return
+            for outcome in sorted(JUDGE_OUTCOMES):
+                self.judge_calls.labels(node=node, model=model, outcome=outcome)
+            for direction in sorted(DIRECTIONS):
+                self.judge_tokens.labels(node=node, model=model, direction=direction)
+            self.judge_cost.labels(node=node, model=model)
+            self.judge_latency.labels(node=node, model=model)
+            self._judge_seen.add(key)
 
     def set_budget(self, window: str, remaining_usd: float, exhausted: bool) -> None:
         """Set the judge budget state of ``window`` (``hour`` or ``day``)."""
@@ -413,8 +443,10 @@ class EvaluatorMetrics:
         self.score.labels(metric=metric, **labels).observe(s, self._exemplar(trace_id, span_id))
 
     def record_claims(self, metric: str, labels: Mapping[str, str], verdict: str, n: int) -> None:
-        """Count ``n`` claims of ``metric`` with ``verdict`` (ACCEPTED|REJECTED)."""
-        if n > 0:
+        """Count ``n`` claims of ``metric`` with ``verdict`` (ACCEPTED|REJECTED); ``n = 0``
+        creates the series at zero (the emitter records both verdicts of a judged metric, so a
+        rejected-claims share is 0, not "No data", while every claim is accepted)."""
+        if n >= 0:
             metric = self._metric_names("metric", metric)
             self.claims.labels(metric=metric, verdict=_enum(verdict, VERDICTS), **labels).inc(n)
 
@@ -427,8 +459,15 @@ class EvaluatorMetrics:
         trace_id: str | None = None,
         span_id: str | None = None,
     ) -> None:
-        """Count one evaluated span, observe its latency and bump the last-evaluation time."""
-        self.evaluations.labels(status=_enum(status, EVAL_STATUSES), **labels).inc()
+        """Count one evaluated span, observe its latency and bump the last-evaluation time.
+
+        The other status of the same service/route/model is created at zero (a failure rate of
+        0 is data)."""
+        status = _enum(status, EVAL_STATUSES)
+        for other in EVAL_STATUSES:
+            if other != status:
+                self.evaluations.labels(status=other, **labels)
+        self.evaluations.labels(status=status, **labels).inc()
         if latency_s is not None and latency_s >= 0:
             self.latency.observe(latency_s, self._exemplar(trace_id, span_id))
         self.last_evaluation.set(when_s)
@@ -442,7 +481,8 @@ class EvaluatorMetrics:
         cost_usd: float,
     ) -> None:
         """Add one node's judge tokens and USD (from its ``CostEstimate``)."""
-        m, node = self._model(model), self._reasons("node", node)
+        m, node = self._model(model), self.node_label(node)
+        self._touch_judge_labels(node, m)
         if input_tokens > 0:
             self.judge_tokens.labels(node=node, model=m, direction="input").inc(input_tokens)
         if output_tokens > 0:

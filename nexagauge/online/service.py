@@ -704,6 +704,9 @@ class OnlineService:
         registry = getattr(self.metrics, "registry", None)
         self.health = HealthMetrics(registry) if registry is not None else None
         self.breaker = attach_breaker(judge, o, self.health)
+        from nexagauge.emit.zero import start_for_service
+
+        start_for_service(self.metrics, s, self.runtime.judge_kind)  # no "No data" panels
         if self.emitter is None:
             self.emitter = _default_emitter(s, self.metrics)
         if k.create_topics:

@@ -130,7 +130,7 @@ async def test_failed_metric(settings: Settings) -> None:
     e = make_emitter(settings)
     await e.emit(target(), judged_result(grounding_error="TimeoutError: judge"))
     assert evaluations(e, "failed") == 1.0
-    assert evaluations(e, "ok") is None
+    assert evaluations(e, "ok") == 0.0  # created at zero with the failed one: a rate of 0, not "No data"
     assert score_count(e, "grounding") is None  # no score is never a 0
     assert score_count(e, "answer_relevancy") == 1.0
 
@@ -172,7 +172,7 @@ async def test_cached_nodes_count_as_cached_calls(settings: Settings) -> None:
     await e.emit(target(), res)
     j = {"node": "relevance", "model": "gpt-4o-mini"}
     assert sample(e.metrics, "nexagauge_judge_calls_total", **j, outcome="cached") == 1.0
-    assert sample(e.metrics, "nexagauge_judge_cost_usd_total", **j) is None  # nothing spent now
+    assert sample(e.metrics, "nexagauge_judge_cost_usd_total", **j) == 0.0  # nothing spent now
 
 
 async def test_local_judge_model_label(settings: Settings) -> None:

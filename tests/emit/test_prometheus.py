@@ -88,10 +88,12 @@ def test_enum_labels_are_bounded(metrics: EvaluatorMetrics) -> None:
 
 def test_free_form_reasons_are_capped(registry: CollectorRegistry) -> None:
     m = EvaluatorMetrics(registry, max_reason_values=2)
-    for r in ("max_traces", "max_spans", "x", "y"):
+    for r in ("max_traces", "x", "y", "z", "w"):
         m.trace_evicted(r)
-    assert sample(m, "nexagauge_evicted_traces_total", reason="max_traces") == 1.0
-    assert sample(m, "nexagauge_evicted_traces_total", reason=OTHER) == 2.0
+    evicted = "nexagauge_evicted_traces_total"
+    assert sample(m, evicted, reason="max_traces") == 1.0  # known reasons never use the cap
+    assert sample(m, evicted, reason="x") == sample(m, evicted, reason="y") == 1.0
+    assert sample(m, evicted, reason=OTHER) == 2.0
 
 
 def test_skip_reasons_are_codes_never_free_text(registry: CollectorRegistry) -> None:
