@@ -251,6 +251,10 @@ class EmitSettings(_Section):
     #: "otlp": export evaluation spans; "memory": keep them in process (tests); "none": no spans
     span_exporter: Literal["otlp", "memory", "none"] = "otlp"
     service_name: str = "nexagauge-evaluator"
+    #: gen_ai.evaluation.result per metric: "logs" (log-based events in the evaluated span's
+    #: context, the current GenAI convention), "span_events" (events of the evaluation span, for
+    #: a trace backend without logs) or "none"; never both (each result would count twice)
+    result_events: Literal["logs", "span_events", "none"] = "logs"
     #: bound of gen_ai.evaluation.explanation (judge reasoning / failure message); 0 = never
     max_explanation_chars: int = Field(default=1000, ge=0)
     include_explanation: bool = True

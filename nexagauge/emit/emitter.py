@@ -118,6 +118,8 @@ class Emitter:
         self.spans = spans
         if spans.on_export is None:
             spans.on_export = metrics.evaluation_spans_exported
+        if spans.events is not None and spans.events.on_export is None:
+            spans.events.on_export = metrics.evaluation_events_exported
         self.settings = emit
         self.clock = clock
         self.window = DedupeWindow(emit.dedupe_window)
@@ -297,6 +299,10 @@ class Emitter:
     ) -> None:
         m = self.metrics
         labels = m.labels_for(target.service, target.span_name, target.model)
+        try:  # the results as gen_ai.evaluation.result log events: once, after the keys are kept
+            self.spans.write_results(target, new_metrics, at_ns=int(now * 1e9))
+        except Exception:  # best effort like the metrics' exposition; never blocks counting
+            log.exception("evaluation result events of %s could not be written", target.case_id)
         for mv in new_metrics:
             if mv.score is not None:
                 m.record_score(mv.name, labels, mv.score, target.trace_id, target.span_id)

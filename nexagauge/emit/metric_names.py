@@ -43,6 +43,9 @@ LAST_EVALUATION = f"{PREFIX}_last_evaluation_timestamp_seconds"  # gauge (unix t
 DUPLICATE_EVALUATIONS = f"{PREFIX}_duplicate_evaluations_total"
 #: counter of evaluation spans handed to the OTLP exporter; labels: outcome (exported|failed)
 EVALUATION_SPANS = f"{PREFIX}_evaluation_spans_total"
+#: counter of gen_ai.evaluation.result log records handed to the OTLP log exporter; labels:
+#: outcome (exported|failed)
+EVALUATION_EVENTS = f"{PREFIX}_evaluation_events_total"
 
 # Judge --------------------------------------------------------------------------------------
 JUDGE_CALLS = f"{PREFIX}_judge_calls_total"  # labels: node, model, outcome (ok|error|cached)

@@ -242,6 +242,12 @@ class EvaluatorMetrics:
             ["outcome"],
             registry=r,
         )
+        self.event_exports = Counter(
+            N.EVALUATION_EVENTS,
+            "gen_ai.evaluation.result log records handed to the OTLP exporter, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
         # judge
         self.judge_calls = Counter(
             N.JUDGE_CALLS, "Judge calls by outcome.", ["node", "model", "outcome"], registry=r
@@ -427,6 +433,10 @@ class EvaluatorMetrics:
         Called from the span processor's export thread (the writer's ``on_export`` hook).
         """
         self.span_exports.labels(outcome=_enum(outcome, SPAN_EXPORT_OUTCOMES)).inc(n)
+
+    def evaluation_events_exported(self, outcome: str, n: int = 1) -> None:
+        """Count ``n`` result log records whose OTLP export ended with ``outcome``."""
+        self.event_exports.labels(outcome=_enum(outcome, SPAN_EXPORT_OUTCOMES)).inc(n)
 
     # -- per-evaluation records (called by the Emitter only) ----------------------------------
     def record_score(

@@ -8,12 +8,13 @@ span ids). The span carries:
   ``error.<metric>`` per failed metric, one ``skipped.<node>`` (bounded code) and
   ``skip_reason.<node>`` (text) per planned metric node the case did not get, the evaluated ids,
   case id, config fingerprint, judge model, cost, tokens and status;
-* one ``gen_ai.evaluation.result`` event per metric with ``gen_ai.evaluation.name``,
-  ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label`` (``pass``/``fail``, or the
-  ACCEPTED ratio when no threshold applies), ``gen_ai.evaluation.explanation`` (the judge's
-  reasoning or the failure message, at most ``max_explanation_chars``) and ``error.type`` when the
-  metric could not be computed;
 * span status ERROR when any metric failed.
+
+Alongside the span, each metric's ``gen_ai.evaluation.result`` goes out once: by default as a
+log-based event in the evaluated span's context (:mod:`nexagauge.emit.events`, the writer's
+``events``); with ``span_events=True`` (``emit.result_events = "span_events"``) as a span event of
+the evaluation span instead, with the same attributes (never both: a backend counting results
+would count each twice).
 
 The span id is **deterministic**: a hash of (trace id, span id, config fingerprint). A redelivered
 evaluation that is exported again therefore produces the same span id, which trace backends treat
@@ -63,14 +64,15 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from nexagauge.emit.confirm import ConfirmingSpanProcessor, confirm_inline, confirm_next_end
+from nexagauge.emit.events import EvaluationEventWriter, bounded, result_attributes
 from nexagauge.emit.target import TRACE_FLAG_SAMPLED, EvaluationTarget
-from nexagauge.emit.view import EvaluationView
+from nexagauge.emit.view import EvaluationView, MetricView
 from nexagauge.sdk import conventions as C
 
 log = logging.getLogger(__name__)
 
 INSTRUMENTATION_SCOPE = "nexagauge.emit"
-_ELLIPSIS = "…"
+__all__ = ["EvaluationSpanWriter", "bounded", "build_exporter", "evaluation_span_id"]
 
 _forced_span_id: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "nexagauge_eval_span_id", default=None
@@ -99,13 +101,6 @@ def evaluation_span_id(trace_id: str, span_id: str, config_fingerprint: str) -> 
     h.update(f"{trace_id}\x00{span_id}\x00{config_fingerprint}".encode())
     v = int.from_bytes(h.digest(), "big")
     return v or 1  # 0 is the invalid span id
-
-
-def bounded(text: str | None, limit: int) -> str | None:
-    """``text`` cut to at most ``limit`` characters (an ellipsis marks the cut)."""
-    if text is None or limit <= 0:
-        return None
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + _ELLIPSIS
 
 
 def build_exporter(emit: Any) -> SpanExporter:
@@ -184,6 +179,8 @@ class EvaluationSpanWriter:
             thread and confirms each span; ``False``: export synchronously in ``write`` (only for
             in-memory exporters in tests).
         max_explanation_chars: bound of ``gen_ai.evaluation.explanation`` and error attributes.
+        events: the writer of the log-based ``gen_ai.evaluation.result`` events (``None``: none).
+        span_events: add the results as span events of the evaluation span instead.
     """
 
     def __init__(
@@ -195,8 +192,12 @@ class EvaluationSpanWriter:
         max_explanation_chars: int = 1000,
         include_explanation: bool = True,
         resource_attributes: Mapping[str, str] | None = None,
+        events: EvaluationEventWriter | None = None,
+        span_events: bool = False,
     ) -> None:
         self.exporter = exporter
+        self.events = events
+        self.span_events = span_events
         #: called with ("exported" | "failed", number of spans) after each export attempt, from
         #: the export thread; the Emitter points it at ``EvaluatorMetrics.evaluation_spans_exported``
         self.on_export: Callable[[str, int], None] | None = None
@@ -225,18 +226,33 @@ class EvaluationSpanWriter:
 
     @classmethod
     def in_memory(cls, **kwargs: Any) -> EvaluationSpanWriter:
-        """A writer that keeps finished spans in memory (``writer.memory.get_finished_spans()``)."""
+        """A writer that keeps finished spans in memory (``writer.memory.get_finished_spans()``)
+        and, unless ``span_events=True`` or ``events`` is given, the result events too
+        (``writer.events.memory.get_finished_logs()``)."""
         kwargs.setdefault("batch", False)
+        if not kwargs.get("span_events") and "events" not in kwargs:
+            kwargs["events"] = EvaluationEventWriter.in_memory(
+                **{
+                    k: kwargs[k]
+                    for k in ("service_name", "max_explanation_chars", "include_explanation")
+                    if k in kwargs
+                }
+            )
         return cls(InMemorySpanExporter(), **kwargs)
 
     @classmethod
     def from_settings(cls, emit: Any) -> EvaluationSpanWriter:
-        """Build from ``EmitSettings``: ``span_exporter`` = ``otlp`` | ``memory`` | ``none``."""
+        """Build from ``EmitSettings``: ``span_exporter`` = ``otlp`` | ``memory`` | ``none``;
+        ``result_events`` = ``logs`` (an event writer exporting the same way) | ``span_events``
+        | ``none``."""
         kind = getattr(emit, "span_exporter", "otlp")
+        results = getattr(emit, "result_events", "logs")
         common: dict[str, Any] = {
             "service_name": getattr(emit, "service_name", "nexagauge-evaluator"),
             "max_explanation_chars": getattr(emit, "max_explanation_chars", 1000),
             "include_explanation": getattr(emit, "include_explanation", True),
+            "events": EvaluationEventWriter.from_settings(emit),
+            "span_events": results == "span_events",
         }
         if kind == "none":
             return cls(None, **common)
@@ -282,19 +298,12 @@ class EvaluationSpanWriter:
             )
         finally:
             _forced_span_id.reset(token)
-        for m in view.metrics:
-            attrs: dict[str, Any] = {C.GEN_AI_EVALUATION_NAME: m.name}
-            if m.score is not None:
-                attrs[C.GEN_AI_EVALUATION_SCORE_VALUE] = float(m.score)
-            if m.label is not None:
-                attrs[C.GEN_AI_EVALUATION_SCORE_LABEL] = m.label
-            why = m.explanation if m.score is not None else (m.explanation or m.error)
-            if self.include_explanation or m.score is None:
-                text = bounded(why, self.max_explanation_chars)
-                if text:
-                    attrs[C.GEN_AI_EVALUATION_EXPLANATION] = text
-            if m.failed:
-                attrs[C.ERROR_TYPE] = m.error_type or "_OTHER"
+        for m in view.metrics if self.span_events else ():
+            attrs = result_attributes(
+                m,
+                include_explanation=self.include_explanation,
+                max_chars=self.max_explanation_chars,
+            )
             span.add_event(C.GEN_AI_EVALUATION_RESULT_EVENT, attrs, timestamp=end)
         if view.status == "failed":
             if view.case_error is not None:
@@ -307,6 +316,20 @@ class EvaluationSpanWriter:
             span.set_status(Status(StatusCode.ERROR, bounded(msg, self.max_explanation_chars)))
         span.end(end_time=end)
         return f"{sid:016x}"
+
+    def write_results(
+        self, target: EvaluationTarget, metrics: Sequence[MetricView], *, at_ns: int | None = None
+    ) -> int:
+        """Emit ``metrics`` as ``gen_ai.evaluation.result`` log events in ``target``'s context
+        (nothing in span-events mode or without an event writer); returns how many.
+
+        The emitter calls it once per evaluation, after the evaluation span's export was
+        confirmed and its keys were recorded, for the metrics counted then: a retried or
+        redelivered evaluation never sends them twice.
+        """
+        if self.events is None:
+            return 0
+        return self.events.write(target, metrics, at_ns=at_ns)
 
     async def export(
         self,
@@ -363,14 +386,20 @@ class EvaluationSpanWriter:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export every queued span now (blocking; call from a thread in async code)."""
-        return self.provider.force_flush(timeout_millis)
+        """Export every queued span and result event now (blocking; call from a thread in async
+        code)."""
+        ok = self.provider.force_flush(timeout_millis)
+        if self.events is not None:
+            ok = self.events.force_flush(timeout_millis) and ok
+        return ok
 
     def shutdown(self) -> None:
         """Flush and stop the export thread (blocking). Idempotent."""
         if not self._closed:
             self._closed = True
             self.provider.shutdown()
+            if self.events is not None:
+                self.events.shutdown()
 
     async def aflush(self, timeout_millis: int = 30_000) -> bool:
         """:meth:`force_flush` off the event loop."""

@@ -70,6 +70,7 @@ def start_static(m: EvaluatorMetrics) -> None:
         m.dlq.labels(reason=reason)
     for outcome in sorted(SPAN_EXPORT_OUTCOMES):
         m.span_exports.labels(outcome=outcome)
+        m.event_exports.labels(outcome=outcome)
 
 
 def start_configured(

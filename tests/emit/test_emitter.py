@@ -130,7 +130,9 @@ async def test_failed_metric(settings: Settings) -> None:
     e = make_emitter(settings)
     await e.emit(target(), judged_result(grounding_error="TimeoutError: judge"))
     assert evaluations(e, "failed") == 1.0
-    assert evaluations(e, "ok") == 0.0  # created at zero with the failed one: a rate of 0, not "No data"
+    assert (
+        evaluations(e, "ok") == 0.0
+    )  # created at zero with the failed one: a rate of 0, not "No data"
     assert score_count(e, "grounding") is None  # no score is never a 0
     assert score_count(e, "answer_relevancy") == 1.0
 

@@ -39,7 +39,11 @@ def _app_span(exporter_settings: EmitSettings) -> tuple[str, str, int]:
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
-async def test_evaluation_span_over_otlp(protocol: str, tmp_path: Path) -> None:
+async def test_evaluation_span_and_result_events_over_otlp(protocol: str, tmp_path: Path) -> None:
+    """The evaluation span (child of the evaluated span) and one ``gen_ai.evaluation.result``
+    log record per metric **in the evaluated span's context** reach a real OTLP receiver (the
+    real opentelemetry-proto services); the span carries no result events (no double count)
+    and a redelivery exports nothing again."""
     with OtlpReceiver() as rx:
         endpoint = rx.endpoint_grpc if protocol == "grpc" else rx.endpoint_http
         emit = EmitSettings.model_validate({"otlp_endpoint": endpoint, "otlp_protocol": protocol})
@@ -62,11 +66,14 @@ async def test_evaluation_span_over_otlp(protocol: str, tmp_path: Path) -> None:
         got = await asyncio.to_thread(
             rx.wait_for_spans, lambda s: s.name == "nexagauge.evaluation", 10.0
         )
-        await emitter.aclose()
-        exported = metrics.registry.get_sample_value(
-            "nexagauge_evaluation_spans_total", {"outcome": "exported"}
+        logs = await asyncio.to_thread(
+            rx.wait_for_logs, lambda r: r.event_name == C.GEN_AI_EVALUATION_RESULT_EVENT, 10.0, 2
         )
-        assert exported == 1.0
+        await emitter.aclose()
+        sample = metrics.registry.get_sample_value
+        assert sample("nexagauge_evaluation_spans_total", {"outcome": "exported"}) == 1.0
+        assert sample("nexagauge_evaluation_events_total", {"outcome": "exported"}) == 2.0
+        assert sample("nexagauge_evaluation_events_total", {"outcome": "failed"}) == 0.0
         app: ReceivedSpan = next(s for s in rx.spans if s.name == "chat gpt-4o")
         assert len(got) == 1
         ev = got[0]
@@ -78,12 +85,51 @@ async def test_evaluation_span_over_otlp(protocol: str, tmp_path: Path) -> None:
         assert ev.status_code == 2  # ERROR: grounding failed
         assert ev.attributes[C.NG_EVALUATION_SCORE_PREFIX + "answer_relevancy"] == 0.75
         assert ev.attributes[C.NG_EVALUATION_STATUS] == "failed"
-        events = [e for e in ev.events if e.name == C.GEN_AI_EVALUATION_RESULT_EVENT]
-        by_name = {e.attributes[C.GEN_AI_EVALUATION_NAME]: e.attributes for e in events}
-        assert by_name["answer_relevancy"][C.GEN_AI_EVALUATION_SCORE_VALUE] == 0.75
-        assert by_name["answer_relevancy"][C.GEN_AI_EVALUATION_SCORE_LABEL] == "pass"
-        assert by_name["grounding"][C.ERROR_TYPE] == "TimeoutError"
-        assert C.GEN_AI_EVALUATION_SCORE_VALUE not in by_name["grounding"]
+        assert not [e for e in ev.events if e.name == C.GEN_AI_EVALUATION_RESULT_EVENT]
+
+        assert len(logs) == 2 and len(rx.logs) == 2  # one per metric, once
+        for r in logs:  # in the context of the evaluated span, not of the evaluation span
+            assert (r.trace_id, r.span_id) == (app.trace_id, app.span_id)
+            assert r.transport == ev.transport and r.scope_name == "nexagauge.emit"
+            assert r.resource["service.name"] == "nexagauge-evaluator"
+            assert r.severity_text == "INFO" and r.body is None
+        by_name = {r.attributes[C.GEN_AI_EVALUATION_NAME]: r.attributes for r in logs}
+        assert by_name["answer_relevancy"] == {
+            C.GEN_AI_EVALUATION_NAME: "answer_relevancy",
+            C.GEN_AI_EVALUATION_SCORE_VALUE: 0.75,
+            C.GEN_AI_EVALUATION_SCORE_LABEL: "pass",
+            C.GEN_AI_EVALUATION_EXPLANATION: "3 of 4 claims answer the question.",
+        }
+        assert by_name["grounding"] == {
+            C.GEN_AI_EVALUATION_NAME: "grounding",
+            C.GEN_AI_EVALUATION_EXPLANATION: "TimeoutError: judge timed out",
+            C.ERROR_TYPE: "TimeoutError",
+        }
+
+
+async def test_result_events_as_span_events_instead(tmp_path: Path) -> None:
+    """``result_events = "span_events"``: the results ride on the evaluation span; no logs."""
+    with OtlpReceiver(http=False) as rx:
+        emit = {"otlp_endpoint": rx.endpoint_grpc, "result_events": "span_events"}
+        settings = Settings(cache={"dir": tmp_path}, emit=emit)
+        emitter = Emitter(
+            EvaluatorMetrics(CollectorRegistry()),
+            EvaluationSpanWriter.from_settings(settings.emit),
+            settings,
+        )
+        assert emitter.spans.events is None
+        t = EvaluationTarget(
+            "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "svc", "chat", time.time_ns()
+        )
+        await emitter.emit(t, judged_result())
+        assert await emitter.spans.aflush(10_000)
+        (ev,) = await asyncio.to_thread(
+            rx.wait_for_spans, lambda s: s.name == "nexagauge.evaluation", 10.0
+        )
+        await emitter.aclose()
+        names = [e.attributes[C.GEN_AI_EVALUATION_NAME] for e in ev.events]
+        assert names == ["answer_relevancy", "grounding"]
+        assert rx.logs == []
 
 
 @pytest.mark.slow
@@ -107,7 +153,8 @@ async def test_real_executor_result_scraped_by_prometheus(tmp_path: Path) -> Non
         model="gpt-4o",
     )
     await emitter.emit(t, result)
-    events = emitter.spans.memory.get_finished_spans()[0].events
+    assert emitter.spans.events is not None
+    events = [r.log_record for r in emitter.spans.events.memory.get_finished_logs()]
     assert [e.attributes[C.GEN_AI_EVALUATION_NAME] for e in events] == list(report.scores)  # type: ignore[attr-defined, index]
 
     # the real prometheus, with exemplar storage on (what Grafana's exemplar links need)

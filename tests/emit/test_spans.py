@@ -1,10 +1,15 @@
-"""Evaluation spans: child of the evaluated span, same trace, one event per metric."""
+"""Evaluation spans: child of the evaluated span, same trace; one ``gen_ai.evaluation.result``
+per metric, as a log record in the evaluated span's context (default) or as a span event."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from nexagauge.emit.spans import EvaluationSpanWriter, bounded, build_exporter, evaluation_span_id
+from nexagauge.emit.target import EvaluationTarget
 from nexagauge.emit.view import EvaluationView, MetricView, evaluation_view
 from nexagauge.graph.executor import CaseResult
 from nexagauge.sdk import conventions as C
@@ -17,6 +22,31 @@ def _only_span(w: EvaluationSpanWriter):  # type: ignore[no-untyped-def]
     spans = w.memory.get_finished_spans()
     assert len(spans) == 1
     return spans[0]
+
+
+def _write(w: EvaluationSpanWriter, t: EvaluationTarget, v: EvaluationView, **kw: Any) -> str:
+    """What the emitter does for a new evaluation: the span, then the results (at its end)."""
+    sid = w.write(t, v, **kw)
+    end = w.memory.get_finished_spans()[-1].end_time
+    w.write_results(t, v.metrics, at_ns=end)
+    return sid
+
+
+def _results(w: EvaluationSpanWriter) -> list[dict[str, Any]]:
+    """The ``gen_ai.evaluation.result`` attributes the writer emitted, in order: the log records
+    (checked to be in the evaluated span's context), or the span events in span-events mode."""
+    if w.events is None:
+        evs = [e for e in _only_span(w).events if e.name == C.GEN_AI_EVALUATION_RESULT_EVENT]
+        return [dict(e.attributes or {}) for e in evs]
+    assert not _only_span(w).events  # never both: a backend would count each result twice
+    out = []
+    for r in w.events.memory.get_finished_logs():
+        rec = r.log_record
+        assert rec.event_name == C.GEN_AI_EVALUATION_RESULT_EVENT
+        assert (f"{rec.trace_id:032x}", f"{rec.span_id:016x}") == (TRACE_ID, SPAN_ID)
+        assert rec.timestamp == _only_span(w).end_time
+        out.append(dict(rec.attributes or {}))
+    return out
 
 
 def test_parent_child_linkage_and_ids(writer: EvaluationSpanWriter) -> None:
@@ -49,8 +79,11 @@ def test_span_id_is_deterministic_and_config_dependent(writer: EvaluationSpanWri
         assert f"{u.get_span_context().span_id:016x}" not in (a, c)
 
 
-def test_attributes_and_events(writer: EvaluationSpanWriter) -> None:
-    writer.write(target(), evaluation_view(judged_result()), judge_model="gpt-4o-mini")
+@pytest.mark.parametrize("span_events", [False, True], ids=["log-events", "span-events"])
+def test_attributes_and_events(span_events: bool) -> None:
+    writer = EvaluationSpanWriter.in_memory(span_events=span_events)
+    assert (writer.events is None) == span_events
+    _write(writer, target(), evaluation_view(judged_result()), judge_model="gpt-4o-mini")
     s = _only_span(writer)
     a = s.attributes
     assert a[C.NG_EVALUATION_SCORE_PREFIX + "answer_relevancy"] == 0.75
@@ -64,9 +97,9 @@ def test_attributes_and_events(writer: EvaluationSpanWriter) -> None:
     assert a[C.NG_EVALUATION_STATUS] == "ok"
     assert a[C.GEN_AI_CONVERSATION_ID] == "session-42"
     assert s.status.status_code == StatusCode.UNSET
-    events = [e for e in s.events if e.name == C.GEN_AI_EVALUATION_RESULT_EVENT]
+    events = _results(writer)
     assert len(events) == 2
-    rel, gr = (dict(e.attributes or {}) for e in events)
+    rel, gr = events
     assert rel == {
         C.GEN_AI_EVALUATION_NAME: "answer_relevancy",
         C.GEN_AI_EVALUATION_SCORE_VALUE: 0.75,
@@ -79,19 +112,20 @@ def test_attributes_and_events(writer: EvaluationSpanWriter) -> None:
         C.GEN_AI_EVALUATION_SCORE_LABEL: "fail",
     }
     assert C.ERROR_TYPE not in a
+    writer.shutdown()
 
 
 def test_failed_metric_has_error_type(writer: EvaluationSpanWriter) -> None:
     res = judged_result(grounding_error="TimeoutError: judge timed out after 60s")
-    writer.write(target(), evaluation_view(res))
+    _write(writer, target(), evaluation_view(res))
     s = _only_span(writer)
-    gr = dict(s.events[1].attributes or {})
+    rel, gr = _results(writer)
     assert gr[C.GEN_AI_EVALUATION_NAME] == "grounding"
     assert gr[C.ERROR_TYPE] == "TimeoutError"
     assert C.GEN_AI_EVALUATION_SCORE_VALUE not in gr
     assert C.GEN_AI_EVALUATION_SCORE_LABEL not in gr
     assert gr[C.GEN_AI_EVALUATION_EXPLANATION] == "TimeoutError: judge timed out after 60s"
-    assert C.ERROR_TYPE not in dict(s.events[0].attributes or {})
+    assert C.ERROR_TYPE not in rel
     a = s.attributes
     assert (
         a[C.NG_EVALUATION_ERROR_PREFIX + "grounding"] == "TimeoutError: judge timed out after 60s"
@@ -114,10 +148,8 @@ def test_record_error_span(writer: EvaluationSpanWriter) -> None:
 def test_explanation_is_bounded() -> None:
     w = EvaluationSpanWriter.in_memory(max_explanation_chars=50)
     try:
-        w.write(target(), evaluation_view(judged_result(reasoning="why " * 1000)))
-        ex = dict(w.memory.get_finished_spans()[0].events[0].attributes or {})[
-            C.GEN_AI_EVALUATION_EXPLANATION
-        ]
+        _write(w, target(), evaluation_view(judged_result(reasoning="why " * 1000)))
+        ex = _results(w)[0][C.GEN_AI_EVALUATION_EXPLANATION]
         assert isinstance(ex, str)
         assert len(ex) == 50 and ex.endswith("…")
     finally:
@@ -128,8 +160,8 @@ def test_explanation_is_bounded() -> None:
 def test_explanations_can_be_left_out_but_errors_stay() -> None:
     w = EvaluationSpanWriter.in_memory(include_explanation=False)
     try:
-        w.write(target(), evaluation_view(judged_result(grounding_error="ValueError: x")))
-        rel, gr = (dict(e.attributes or {}) for e in w.memory.get_finished_spans()[0].events)
+        _write(w, target(), evaluation_view(judged_result(grounding_error="ValueError: x")))
+        rel, gr = _results(w)
         assert C.GEN_AI_EVALUATION_EXPLANATION not in rel
         assert gr[C.GEN_AI_EVALUATION_EXPLANATION] == "ValueError: x"
     finally:
@@ -137,18 +169,18 @@ def test_explanations_can_be_left_out_but_errors_stay() -> None:
 
 
 def test_unsampled_parent_still_exported(writer: EvaluationSpanWriter) -> None:
-    writer.write(target(trace_flags=0), evaluation_view(judged_result()))
+    _write(writer, target(trace_flags=0), evaluation_view(judged_result()))
     s = _only_span(writer)
     assert s.context.trace_flags.sampled
-    assert len(s.events) == 2
+    assert len(_results(writer)) == 2
 
 
 def test_ratio_label_when_no_threshold(writer: EvaluationSpanWriter) -> None:
     v = EvaluationView(
         metrics=[MetricView("answer_relevancy", "relevance", 0.75, accepted=3, rejected=1)]
     )
-    writer.write(target(), v)
-    ev = dict(_only_span(writer).events[0].attributes or {})
+    _write(writer, target(), v)
+    (ev,) = _results(writer)
     assert ev[C.GEN_AI_EVALUATION_SCORE_LABEL] == "3/4 ACCEPTED"
 
 
@@ -176,3 +208,25 @@ def test_build_exporter_protocols() -> None:
     assert isinstance(h, H)
     assert h._endpoint == "http://127.0.0.1:4318/v1/traces"
     h.shutdown()
+
+
+def test_build_log_exporter_protocols() -> None:
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as G
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as H
+
+    from nexagauge.emit.events import EvaluationEventWriter, build_log_exporter
+
+    g = build_log_exporter(EmitSettings(otlp_endpoint="http://127.0.0.1:4317"))
+    assert isinstance(g, G)
+    g.shutdown()
+    h = build_log_exporter(
+        EmitSettings(otlp_endpoint="http://127.0.0.1:4318", otlp_protocol="http/protobuf")
+    )
+    assert isinstance(h, H)
+    assert h._endpoint == "http://127.0.0.1:4318/v1/logs"
+    h.shutdown()
+    assert EvaluationEventWriter.from_settings(EmitSettings(result_events="span_events")) is None
+    assert EvaluationEventWriter.from_settings(EmitSettings(result_events="none")) is None
+    none = EvaluationSpanWriter.from_settings(EmitSettings(result_events="none"))
+    assert none.events is None and not none.span_events
+    none.shutdown()
