@@ -6,6 +6,10 @@
 * :mod:`~nexagauge.emit.prometheus` - :class:`EvaluatorMetrics` (every series of
   :mod:`~nexagauge.emit.metric_names`, bounded labels, exemplars);
 * :mod:`~nexagauge.emit.spans` - :class:`EvaluationSpanWriter` (child span per evaluated span);
+* :mod:`~nexagauge.emit.events` - ``gen_ai.evaluation.result`` log events in the evaluated
+  span's context;
+* :mod:`~nexagauge.emit.labels` / :mod:`~nexagauge.emit.zero` - bounded label values, and known
+  label sets created at zero (no "No data" panels);
 * :mod:`~nexagauge.emit.http` - ``/metrics``, ``/healthz``, ``/readyz``;
 * :mod:`~nexagauge.emit.dedupe` / :mod:`~nexagauge.emit.view` - idempotency and result flattening.
 

@@ -38,93 +38,43 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from nexagauge.emit import metric_names as N
-from nexagauge.emit.zero import KNOWN_REASONS, start_static
-from nexagauge.graph.skips import skip_code
+from nexagauge.emit.labels import (
+    DIMENSIONS,
+    DIRECTIONS,
+    DISABLED,
+    DLQ_REASONS,
+    EVAL_STATUSES,
+    EVICTION_REASONS,
+    JUDGE_OUTCOMES,
+    KNOWN_REASONS,
+    MAX_LABEL_CHARS,
+    OTHER,
+    SPAN_EXPORT_OUTCOMES,
+    TRIGGERS,
+    UNKNOWN,
+    VERDICTS,
+    WINDOWS,
+    LabelLimiter,
+)
+from nexagauge.graph.skips import EVALUATION_SKIPS, skip_code
 
 log = logging.getLogger(__name__)
 
-#: Value of a bounded label once its cap is reached (or not on its allow-list).
-OTHER: Final = "other"
-#: Value of ``service``/``span_name``/``model`` when unknown (e.g. no model attribute).
-UNKNOWN: Final = "unknown"
-#: Value of a dimension switched off in ``EmitSettings.label_allowlist``.
-DISABLED: Final = ""
-#: Bounded dimensions of the score/evaluation/claims series, in label order.
-DIMENSIONS: Final = ("service", "span_name", "model")
-#: Longest label value kept (longer values are truncated; Prometheus has no hard limit, we do).
-MAX_LABEL_CHARS: Final = 128
-
-TRIGGERS: Final = frozenset({"root_end", "turn_end", "inactivity", "evicted"})
-EVAL_STATUSES: Final = frozenset({"ok", "failed"})
-JUDGE_OUTCOMES: Final = frozenset({"ok", "error", "cached"})
-DIRECTIONS: Final = frozenset({"input", "output"})
-WINDOWS: Final = frozenset({"hour", "day"})
-VERDICTS: Final = frozenset({"ACCEPTED", "REJECTED"})
-SPAN_EXPORT_OUTCOMES: Final = frozenset({"exported", "failed"})
+__all__ = [  # the label values and limiter live in nexagauge.emit.labels; re-exported here
+    "DIMENSIONS",
+    "DISABLED",
+    "MAX_LABEL_CHARS",
+    "OTHER",
+    "UNKNOWN",
+    "EvaluatorMetrics",
+    "LabelLimiter",
+    "exposition",
+]
 
 #: Evaluation latency (span end -> score emitted): seconds to tens of minutes (judge queues).
 LATENCY_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 #: One judge call: tens of milliseconds (cached/local) to a minute (slow remote models).
 JUDGE_LATENCY_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
-
-
-class LabelLimiter:
-    """Bounds the values of free-form labels (service, span name, model, reasons).
-
-    For each label: a value not on the label's allow-list (when one is configured) becomes
-    ``"other"``; otherwise the first ``max_values`` distinct values are kept and every later new
-    value becomes ``"other"``. A label missing from ``enabled`` always yields ``""`` (the
-    dimension is switched off). Thread-safe.
-
-    Example:
-        >>> lim = LabelLimiter(["service"], max_values=1)
-        >>> lim("service", "a"), lim("service", "b"), lim("service", "a"), lim("model", "x")
-        ('a', 'other', 'a', '')
-    """
-
-    def __init__(
-        self,
-        enabled: Iterable[str] | None = None,
-        max_values: int = 200,
-        allowed_values: Mapping[str, Iterable[str]] | None = None,
-    ) -> None:
-        if max_values < 1:
-            raise ValueError(f"max_label_values must be >= 1, got {max_values}")
-        self.enabled: frozenset[str] | None = None if enabled is None else frozenset(enabled)
-        self.max_values = max_values
-        self.allowed = {k: frozenset(v) for k, v in (allowed_values or {}).items()}
-        self._seen: dict[str, set[str]] = {}
-        self._overflowed: set[str] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, label: str, value: str | None) -> str:
-        if self.enabled is not None and label not in self.enabled:
-            return DISABLED
-        v = UNKNOWN if value is None or value == "" else str(value)[:MAX_LABEL_CHARS]
-        allowed = self.allowed.get(label)
-        if allowed is not None and v not in allowed and v != UNKNOWN:
-            return OTHER
-        with self._lock:
-            seen = self._seen.setdefault(label, set())
-            if v in seen:
-                return v
-            if len(seen) < self.max_values:
-                seen.add(v)
-                return v
-            if label not in self._overflowed:
-                self._overflowed.add(label)
-                log.warning(
-                    "label %r reached its cap of %d distinct values; new values are reported as %r",
-                    label,
-                    self.max_values,
-                    OTHER,
-                )
-        return OTHER
-
-    def distinct(self, label: str) -> int:
-        """How many distinct values of ``label`` are currently kept (``"other"`` excluded)."""
-        with self._lock:
-            return len(self._seen.get(label, ()))
 
 
 def _enum(value: str, allowed: frozenset[str]) -> str:
@@ -276,7 +226,24 @@ class EvaluatorMetrics:
         )
         self._judge_seen: set[tuple[str, str]] = set()
         self._judge_lock = threading.Lock()
-        start_static(self)  # known label sets start at zero (nexagauge.emit.zero)
+        self._start_at_zero()
+
+    def _start_at_zero(self) -> None:
+        """Create the label sets known without any configuration at 0 (assembly triggers,
+        whole-evaluation skip codes, eviction and dead-letter reasons, export outcomes), so their
+        panels show 0 rather than "No data"; :mod:`nexagauge.emit.zero` adds the configured ones.
+        """
+        for trigger in sorted(TRIGGERS):
+            self.assembled.labels(trigger=trigger)
+        for code in EVALUATION_SKIPS:
+            self.skipped.labels(reason=code.value, node="")
+        for reason in EVICTION_REASONS:
+            self.evicted.labels(reason=reason)
+        for reason in DLQ_REASONS:
+            self.dlq.labels(reason=reason)
+        for outcome in sorted(SPAN_EXPORT_OUTCOMES):
+            self.span_exports.labels(outcome=outcome)
+            self.event_exports.labels(outcome=outcome)
 
     @classmethod
     def from_settings(

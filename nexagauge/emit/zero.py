@@ -5,7 +5,7 @@ judge errors, budget skips or dead letters would show *No data* (indistinguishab
 scrape) until the first such event. Following prometheus client_python's advice for labelled
 metrics, every label combination known in advance is created at zero:
 
-* at construction (:func:`start_static`, called by ``EvaluatorMetrics``): assembly triggers, the
+* at construction (``EvaluatorMetrics``): assembly triggers, the
   whole-evaluation skip codes (``node=""``), eviction and dead-letter reasons, evaluation span
   export outcomes;
 * from the configuration (:func:`start_configured`, called by the online service at start):
@@ -30,47 +30,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
-from nexagauge.graph.skips import EVALUATION_SKIPS, METRIC_SKIPS
-
-if TYPE_CHECKING:
-    from nexagauge.emit.prometheus import EvaluatorMetrics
-
-#: Reasons of ``nexagauge_dlq_messages_total`` (the online service's poison-message tokens and
-#: its failed evaluation / emission records).
-DLQ_REASONS: Final = (
-    "undecodable",
-    "too_large",
-    "invalid_ids",
-    "not_otlp",
-    "decode_error",
-    "evaluation_failed",
-    "emit_failed",
-)
-#: Reasons of ``nexagauge_evicted_traces_total``.
-EVICTION_REASONS: Final = ("max_traces", "max_spans")
-#: Known values of the capped ``reason`` label: they never count against its cap.
-KNOWN_REASONS: Final = frozenset(
-    {*DLQ_REASONS, *EVICTION_REASONS, *(r.value for r in (*EVALUATION_SKIPS, *METRIC_SKIPS))}
-)
-
-
-def start_static(m: EvaluatorMetrics) -> None:
-    """Create the label sets known without any configuration (see module docstring)."""
-    from nexagauge.emit.prometheus import SPAN_EXPORT_OUTCOMES, TRIGGERS
-
-    for trigger in sorted(TRIGGERS):
-        m.assembled.labels(trigger=trigger)
-    for code in EVALUATION_SKIPS:
-        m.skipped.labels(reason=code.value, node="")
-    for reason in EVICTION_REASONS:
-        m.evicted.labels(reason=reason)
-    for reason in DLQ_REASONS:
-        m.dlq.labels(reason=reason)
-    for outcome in sorted(SPAN_EXPORT_OUTCOMES):
-        m.span_exports.labels(outcome=outcome)
-        m.event_exports.labels(outcome=outcome)
+from nexagauge.emit.prometheus import EvaluatorMetrics
+from nexagauge.graph.skips import METRIC_SKIPS
 
 
 def start_configured(
