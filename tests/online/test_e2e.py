@@ -129,9 +129,19 @@ def test_app_to_scores_end_to_end(tmp_path: Path) -> None:
             )
             # one evaluation span per answer span: same trace, child of the evaluated span
             assert {(s.trace_id, s.parent_span_id) for s in evals} == answers
+            # one gen_ai.evaluation.result log record per metric, in the context of the
+            # evaluated (answer) span; none repeated as span events
+            logs = rx.wait_for_logs(
+                lambda r: r.event_name == C.GEN_AI_EVALUATION_RESULT_EVENT,
+                timeout=30,
+                count=2 * N_TURNS,
+            )
             for s in evals:
-                results = [e for e in s.events if e.name == C.GEN_AI_EVALUATION_RESULT_EVENT]
-                by_name = {e.attributes[C.GEN_AI_EVALUATION_NAME]: e.attributes for e in results}
+                assert not [e for e in s.events if e.name == C.GEN_AI_EVALUATION_RESULT_EVENT]
+                evaluated = (s.trace_id, s.parent_span_id)
+                results = [r for r in logs if (r.trace_id, r.span_id) == evaluated]
+                by_name = {r.attributes[C.GEN_AI_EVALUATION_NAME]: r.attributes for r in results}
+                assert len(by_name) == len(results), results  # each metric once
                 assert {"answer_relevancy", "grounding"} <= set(by_name), by_name
                 for attrs in by_name.values():
                     assert 0.0 <= attrs[C.GEN_AI_EVALUATION_SCORE_VALUE] <= 1.0
