@@ -202,3 +202,52 @@ def test_json_span_with_bad_id_or_depth_costs_only_itself() -> None:
         "resourceSpans[0].scopeSpans[0].spans[2] (span)",
     ]
     assert traces_request  # the protobuf builders above share the same span shapes
+
+
+async def test_large_trace_is_extracted_off_the_loop_and_fully_evaluated() -> None:
+    """A trace above INLINE_EXTRACT_MAX spans goes through the worker-thread path of the stage:
+    every answer is still evaluated, the unreadable span is counted, the offset is released."""
+    import asyncio
+
+    from aiokafka.structs import ConsumerRecord, TopicPartition
+
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.online.service import INLINE_EXTRACT_MAX, EvaluatorStage
+    from nexagauge.settings import Settings
+
+    class Emitter:
+        def __init__(self) -> None:
+            self.n = 0
+
+        async def emit(self, target: Any, result: Any, *, started_ns: int | None = None) -> None:
+            self.n += 1
+
+    s = Settings(
+        kafka={"traces_topic": "spans"},
+        online={"nodes": ["relevance"], "trace_grace_s": 0.0, "max_in_flight": 1000},
+        sampling={"default_rate": 1.0},
+        judge={"mode": "none"},
+        cache={"enabled": False},
+    )
+    em = Emitter()
+    stage = EvaluatorStage(s, Runtime.create(s, use_cache=False), em)
+    t, n = tid(8), INLINE_EXTRACT_MAX + 50
+    spans = [
+        chat(t, i + 1, chat_messages(("user", f"q{i}")), parent=sid(i) if i else b"")
+        for i in range(n)
+    ]
+    spans.append(chat(t, n + 1, "[" * 2000 + "]" * 2000, parent=sid(1)))
+    v = traces_request(spans)
+    await stage.handle(
+        TopicPartition("spans", 0),
+        [ConsumerRecord("spans", 0, 0, 0, 0, None, v, None, 0, len(v), [])],
+    )
+    await stage.tick()
+    assert stage._active  # handed to the worker thread, registered for revocation
+    for _ in range(500):
+        await asyncio.sleep(0.02)
+        await stage.tick()
+        if stage.stats.traces_done == 1:
+            break
+    assert em.n == n and stage.stats.skipped.get("invalid_span") == 1
+    assert stage.tracker.committable(("spans", 0)) == 1
