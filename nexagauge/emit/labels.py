@@ -9,12 +9,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Final
 
 from nexagauge.graph.skips import EVALUATION_SKIPS, METRIC_SKIPS
+from nexagauge.sdk.scrubbing import Scrubber
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,25 @@ KNOWN_REASONS: Final = frozenset(
 )
 
 
+_LABEL_SCRUBBER = Scrubber(secrets=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def clean_label(value: str) -> str:
+    """A label value from app data (service, span name, model): secrets the SDK recognises are
+    replaced (scrubbed a little beyond the cut so a secret is never half kept), then cut to
+    ``MAX_LABEL_CHARS``.
+
+    Example:
+        >>> clean_label("answer sk-abcdefghijklmnop1234")
+        'answer [scrubbed:api_key]'
+    """
+    head = value[: MAX_LABEL_CHARS + 256]
+    if not _LABEL_SCRUBBER.is_clean(head):
+        head = _LABEL_SCRUBBER.scrub("label", head)[0]
+    return head[:MAX_LABEL_CHARS]
+
+
 class LabelLimiter:
     """Bounds the values of free-form labels (service, span name, model, reasons).
 
@@ -89,7 +110,7 @@ class LabelLimiter:
     def __call__(self, label: str, value: str | None) -> str:
         if self.enabled is not None and label not in self.enabled:
             return DISABLED
-        v = UNKNOWN if value is None or value == "" else str(value)[:MAX_LABEL_CHARS]
+        v = UNKNOWN if value is None or value == "" else clean_label(str(value))
         allowed = self.allowed.get(label)
         if allowed is not None and v not in allowed and v != UNKNOWN:
             return OTHER

@@ -223,3 +223,15 @@ def test_trace_ids_are_never_labels(metrics: EvaluatorMetrics) -> None:
         for s in fam.samples:
             assert TRACE_ID not in s.labels.values()
             assert SPAN_ID not in s.labels.values()
+
+
+def test_label_values_from_app_data_never_carry_secrets() -> None:
+    """Service, span and model names come from the app's spans: a secret in one is scrubbed
+    (also when it straddles the length cut) before it becomes a label value."""
+    lim = LabelLimiter()
+    token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+    for raw in (f"svc {token}", "x" * 120 + token, f"key=AKIAIOSFODNN7EXAMPLE {token}"):
+        v = lim("service", raw)
+        assert token[:10] not in v and "AKIAIOSFODNN" not in v, v
+        assert "[scrubbed" in v or v.startswith("x" * 120), v
+        assert lim("service", raw) == v  # stable: one label value per raw value
