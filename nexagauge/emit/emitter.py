@@ -10,7 +10,10 @@ ran) records, exactly once per ``(trace id, span id, metric, config fingerprint)
   node (from its ``CostEstimate``; cache hits cost nothing and count as ``judge_calls{outcome=
   "cached"}``) and ``nexagauge_skipped_total{reason=<code>, node=<node>}`` per skipped metric
   node (codes: :class:`~nexagauge.graph.skips.SkipReason`);
-* one evaluation span (see :mod:`nexagauge.emit.spans`), exported over OTLP.
+* one evaluation span (see :mod:`nexagauge.emit.spans`), exported over OTLP;
+* one ``gen_ai.evaluation.result`` log record per newly counted metric, in the evaluated span's
+  context (:mod:`nexagauge.emit.events`), written with the counters in step (3) below, so a
+  retried or redelivered evaluation never sends them twice.
 
 Order, so that a crash (kill -9) at any moment never loses an evaluation: (1) export the
 evaluation span and **wait for the exporter's confirmation**; (2) record the keys durably (the
