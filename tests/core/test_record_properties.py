@@ -8,7 +8,8 @@
   back as one :class:`RecordError`, and every good record comes back intact and in order.
 
 The issue's reproducers are explicit ``@example`` cases. Examples are bounded (sizes and counts)
-so the file runs in seconds.
+so the file runs in seconds; ``NEXAGAUGE_FUZZ_EXAMPLES`` scales the counts (``scripts/fuzz_records.py``
+runs them with thousands, then a mutation campaign over real files and the real command).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,13 @@ from nexagauge.io.readers import ReaderError, RecordReader
 from nexagauge.schema.case import FIELD_ALIASES, KNOB_BLOCKS, RecordError, parse_record
 
 _TMP = Path(tempfile.mkdtemp(prefix="ng-record-props-"))
+#: examples per property, relative to the suite's default (NEXAGAUGE_FUZZ_EXAMPLES = 100 is 1x)
+_SCALE = int(os.environ.get("NEXAGAUGE_FUZZ_EXAMPLES", "100")) / 100
+
+
+def _n(examples: int) -> int:
+    return max(1, int(examples * _SCALE))
+
 
 _text = st.text(max_size=12) | st.sampled_from(["x\ud800", "\udfff", "ok", "", " "])
 _leaves = (
@@ -78,7 +87,7 @@ def _check_case_or_record_error(record: Any) -> None:
     assert case.output.strip()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=_n(200), deadline=None)
 @given(_records)
 @example({"messages": [{"role": "user", "content": [{"content": 5}]}], "output": "x"})
 @example({"id": "x\ud800", "output": "fine"})
@@ -112,7 +121,7 @@ def test_parse_record_on_deep_values(record: Any) -> None:
     _check_case_or_record_error(record)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=_n(100), deadline=None)
 @given(_json_like)
 def test_parse_record_on_any_value(value: Any) -> None:
     _check_case_or_record_error(value)
@@ -132,7 +141,7 @@ def _read_all(content: bytes, fmt: str) -> list[tuple[int, Any]]:
 _garbage = st.text(alphabet='[]{},:"\\ \n\r\tab1-eE.0NaInfty\ud800', max_size=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=_n(200), deadline=None)
 @given(body=_garbage, fmt=st.sampled_from(["json", "jsonl", "csv"]))
 @example(body="[" * 5000 + "]" * 5000, fmt="jsonl")
 @example(body="[" * 5000 + "]" * 5000, fmt="json")
@@ -164,7 +173,7 @@ _BAD_ELEMENTS = [
 ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=_n(150), deadline=None)
 @given(
     good=st.lists(_good, min_size=1, max_size=6),
     bad=st.sampled_from(_BAD_ELEMENTS),
@@ -192,7 +201,7 @@ def test_one_bad_record_costs_nothing_else(
     assert isinstance(values[at], RecordError)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=_n(100), deadline=None)
 @given(
     rows=st.lists(
         st.tuples(
