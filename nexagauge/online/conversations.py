@@ -55,13 +55,8 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from nexagauge.emit.target import EvaluationTarget
-from nexagauge.nodes.conversation_relevance import (
-    CATEGORY,
-    METRIC,
-    judge_windows,
-    score_windows,
-    window_score,
-)
+from nexagauge.nodes.conversation_relevance import METRIC
+from nexagauge.online.conv_judge import judge_turn, turn_result
 from nexagauge.online.conv_state import DUPLICATE, LATE, Added, ConversationState
 from nexagauge.online.offsets import OffsetTracker
 from nexagauge.online.turns import (
@@ -71,7 +66,7 @@ from nexagauge.online.turns import (
     conversation_fingerprint,
     conversations_possible,
 )
-from nexagauge.schema.case import ConversationRelevanceConfig, EvalCase, ScoringMode
+from nexagauge.schema.case import ConversationRelevanceConfig
 
 if TYPE_CHECKING:
     from nexagauge.online.changelog import Changelog
@@ -413,72 +408,16 @@ class ConversationStage:
 
     async def _judge(self, conv: _Conversation, added: Added) -> tuple[Any, Any, float, int]:
         """Judge the windows ``added`` brings; (metric result, cost, seconds, start ns)."""
-        cfg = conv.cfg
-        scale = cfg.scoring_mode is ScoringMode.SCALE
-        judge = self.runtime.judge
         started = time.time_ns()
         t0 = time.monotonic()
         async with self._sem:
-            verdicts, cost, error = await judge_windows(
-                judge,
-                added.tail,
-                added.windows,
-                scale=scale,
-                reasoning=cfg.include_reasoning,
-                rubric=cfg.rubric_prompt,
-            )
+            metric, cost, ok = await judge_turn(self.runtime.judge, conv.cfg, conv.state, added)
         self.stats.judge_calls += 1
-        meta: dict[str, Any] = {
-            "judge": judge.kind,
-            "model": judge.model,
-            "window_size": cfg.window_size,
-            "turn_index": added.index,
-            "online": "incremental",
-        }
-        if verdicts is None:
-            from nexagauge.schema.results import MetricResult
-
-            self.stats.failed += 1
-            metric = MetricResult.failed(
-                METRIC, CATEGORY, error or "no verdicts", windows=conv.state.windows, **meta
-            )
-        else:
+        if ok:
             self.stats.judged += 1
-            metric = self._scored(conv.state, added, verdicts, scale, meta)
+        else:
+            self.stats.failed += 1
         return metric, cost, time.monotonic() - t0, started
-
-    def _scored(
-        self,
-        state: ConversationState,
-        added: Added,
-        verdicts: list[dict[str, Any]],
-        scale: bool,
-        meta: dict[str, Any],
-    ) -> Any:
-        from nexagauge.schema.results import MetricResult
-
-        _, rows = score_windows(added.tail, added.windows, verdicts, scale)
-        running = state.record([window_score(v, scale)[0] for v in verdicts])
-        assert running is not None
-        words = []
-        for r in rows:
-            s, e = r["window"]
-            text = f"turn {e + 1} (window turns {s + 1}-{e + 1}): {r['verdict']}"
-            if r.get("reason"):
-                text += f" - {r['reason']}"
-            words.append(text)
-        words.append(
-            f"running score {running:.3f} over {state.windows} windows"
-            + (" (late turn: later windows were not re-judged)" if added.late else "")
-        )
-        rows.append({"reasoning": "; ".join(words)})
-        return MetricResult(
-            name=METRIC,
-            category=CATEGORY,
-            score=running,
-            result=rows,
-            meta={**meta, "windows": state.windows, "relevant": state.total, "late": added.late},
-        )
 
     async def _emit(
         self,
@@ -489,33 +428,7 @@ class ConversationStage:
         started_ns: int,
         elapsed_s: float,
     ) -> bool:
-        from nexagauge.graph.executor import CaseResult, NodeOutcome
-        from nexagauge.schema.results import ConversationMetrics
-
-        target = EvaluationTarget(
-            trace_id=turn.trace_id,
-            span_id=turn.span_id,
-            service=turn.service,
-            span_name=turn.span_name,
-            end_time_unix_nano=turn.time_ns,
-            model=turn.model,
-            conversation_id=turn.conversation_id,
-            sampling_rule="conversation",
-            config_fingerprint=turn.fingerprint,
-        )
-        case = EvalCase(
-            case_id=target.case_id,
-            input=turn.input,
-            output=turn.output,
-            conversation_relevance=cfg,
-        )
-        out = ConversationMetrics(metrics=[metric], cost=cost)
-        result = CaseResult(
-            index=0,
-            case_id=target.case_id,
-            case=case,
-            outcomes={METRIC: NodeOutcome(METRIC, "ok", output=out, elapsed_s=elapsed_s)},
-        )
+        target, result = turn_result(turn, cfg, metric, cost, elapsed_s)
         delay = 0.2
         for attempt in range(1, self.o.emit_attempts + 1):
             try:
