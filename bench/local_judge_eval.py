@@ -180,13 +180,21 @@ async def predict(judge: Any, task: str, rows: Sequence[dict[str, Any]]) -> list
     return [bool(p) for p in out]
 
 
-def make_judge() -> Any:
-    """The local judge as a user gets it (packaged embedder, default settings)."""
-    from nexagauge.judge.embeddings import create_embedder
-    from nexagauge.judge.local import LocalJudge
-    from nexagauge.settings import EmbeddingSettings
+def make_judge(config: Path | None = None) -> Any:
+    """The local judge exactly as a run gets it: built by the runtime from the settings.
 
-    return LocalJudge(embedder=create_embedder(EmbeddingSettings()))
+    ``judge.mode`` is forced to ``local``; everything else follows the usual precedence
+    (``NEXAGAUGE_*`` environment, then ``config``), so e.g. ``NEXAGAUGE_EMBEDDINGS_MODEL_PATH``
+    evaluates another embedder.
+    """
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.settings import load_settings
+
+    settings = load_settings(config, judge={"mode": "local"})
+    judge = Runtime.create(settings, use_cache=False).judge
+    if getattr(judge, "kind", None) != "local":
+        raise SystemExit(f"expected the local judge, the runtime built {judge!r}")
+    return judge
 
 
 def _fmt(s: Score) -> str:
@@ -211,9 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task", choices=[*TASKS, "both"], default="both")
     ap.add_argument("--json", type=Path, help="write the full report (with errors) here")
     ap.add_argument("--errors", action="store_true", help="print every misjudged sentence")
+    ap.add_argument("--config", type=Path, help="nexa-gauge TOML config (embeddings, ...)")
     args = ap.parse_args(argv)
     split = None if args.split == "all" else args.split
-    judge = make_judge()
+    judge = make_judge(args.config)
     tasks = TASKS if args.task == "both" else (args.task,)
     t0 = time.perf_counter()
     reports = []

@@ -205,3 +205,13 @@ async def test_eval_runs_the_real_local_judge_per_case(embedder: Any) -> None:
         assert rep.overall.n == len(rows) == sum(s.n for s in rep.per_kind.values())
         assert rep.overall.correct == len(rows) - len(rep.errors)
         assert rep.overall.ci_low <= rep.overall.accuracy <= rep.overall.ci_high
+
+
+def test_make_judge_builds_the_local_judge_the_runtime_builds(tmp_path: Path) -> None:
+    """The script evaluates the judge a run would get, even where an LLM endpoint is configured."""
+    cfg = tmp_path / "ng.toml"
+    cfg.write_text('[judge]\nmode = "llm"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "k"\n')
+    judge = evalmod.make_judge(cfg)
+    assert judge.kind == "local"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        evalmod.make_judge(tmp_path / "missing.toml")
