@@ -155,6 +155,10 @@ def test_parse_errors_name_the_line() -> None:
         builder.parse("relevance", "=== a | x\n+ direct no colon here\n")
     with pytest.raises(ValueError, match="no Q:"):
         builder.parse("relevance", "=== a | x\n+ direct: An answer.\n")
+    with pytest.raises(ValueError, match="line 3: unknown relevance kind 'paraphase'"):
+        builder.parse("relevance", "=== a | x\nQ: q?\n+ paraphase: A.\n")
+    with pytest.raises(ValueError, match="line 3: kind 'same_subject_trivia' is always -"):
+        builder.parse("relevance", "=== a | x\nQ: q?\n+ same_subject_trivia: A.\n")
     with pytest.raises(ValueError, match="duplicate"):
         builder.parse("relevance", "=== a | x\nQ: q?\n+ direct: A.\n=== a | x\nQ: q?\n+ direct: B.\n")
 

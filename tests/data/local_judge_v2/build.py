@@ -60,9 +60,27 @@ HARD_KINDS = frozenset(
     {
         "same_subject_trivia", "tangent", "wrong_but_on_topic", "paraphrase_no_shared_word",
         "contradiction", "wrong_number", "wrong_date", "negation_flip", "over_generalisation",
-        "entity_swap", "absent_fact", "partial_support",
+        "entity_swap", "absent_fact",
     }
 )
+# The kinds of each task, with the label each one carries (a kind names what makes a sentence
+# relevant / supported or not, so it fixes the label; a mismatch is a typo in the source).
+_BOTH_POS = ("paraphrase_no_shared_word", "hedged", "list_item", "number_unit", "date", "negation",
+             "pronoun_ref", "jargon", "long_multi_clause", "reason")
+KINDS: dict[str, dict[str, bool]] = {
+    "relevance": {
+        **dict.fromkeys(("direct", "wrong_but_on_topic", *_BOTH_POS), True),
+        **dict.fromkeys(("same_subject_trivia", "tangent", "off_topic", "filler"), False),
+    },
+    "grounding": {
+        **dict.fromkeys(("paraphrase", *_BOTH_POS), True),
+        **dict.fromkeys(
+            ("absent_fact", "contradiction", "wrong_number", "wrong_date", "entity_swap",
+             "negation_flip", "over_generalisation"),
+            False,
+        ),
+    },
+}
 _SENT = re.compile(r"^([+-])\s*([a-z_]+):\s+(\S.*)$")
 
 
@@ -102,7 +120,13 @@ def parse(task: str, text: str) -> list[Case]:
         elif line.startswith("C:"):
             case.context = line[2:].strip()
         elif m := _SENT.match(line):
-            case.sentences.append((m.group(2), m.group(3).strip(), m.group(1) == "+"))
+            kind, positive = m.group(2), m.group(1) == "+"
+            if kind not in KINDS[task]:
+                raise ValueError(f"line {n}: unknown {task} kind {kind!r}")
+            if KINDS[task][kind] != positive:
+                sign = "+" if KINDS[task][kind] else "-"
+                raise ValueError(f"line {n}: kind {kind!r} is always {sign}")
+            case.sentences.append((kind, m.group(3).strip(), positive))
         else:
             raise ValueError(f"line {n}: not a '=== ', 'Q:', 'C:', '+ kind: ' or '- kind: ' line")
     for c in cases:
