@@ -119,8 +119,8 @@ def select_rubrics(
             raise RecordError(
                 index,
                 f"{block}.metrics[{i}].name",
-                f"no {block} rubric named {name!r} in the evaluator's configuration "
-                f"([rubrics.{block}.<name>]; configured: {names})",
+                f"{block} metric {name!r} has no {' or '.join(keys)} and no rubric of that "
+                f"name is configured ([rubrics.{block}.<name>]; configured: {names})",
                 case_id,
             )
         out.append({**rubric.model_dump(mode="json", exclude_none=True), **entry})

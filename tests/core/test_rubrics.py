@@ -77,5 +77,8 @@ def test_inline_instructions_from_an_untrusted_source_are_rejected(
 
 
 def test_an_unknown_name_names_the_configured_ones() -> None:
-    with pytest.raises(RecordError, match=r"no geval rubric named 'rude'.*configured: polite"):
+    with pytest.raises(
+        RecordError,
+        match=r"metric 'rude' has no criteria or evaluation_steps and no rubric.*configured: polite",
+    ):
         parse_record({"output": "x", "geval": {"metrics": [{"name": "rude"}]}}, 0, rubrics=LIB)

@@ -68,5 +68,5 @@ def test_bad_sample_has_each_kind_of_error() -> None:
         "output",
         "output",
         None,
-        "geval.metrics.0",
+        "geval.metrics[0].name",  # no criteria/steps, and no configured rubric of that name
     ]
