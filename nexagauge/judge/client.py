@@ -23,6 +23,12 @@ What it guarantees to the nodes:
 Per-node settings (``judge.nodes.<node>``) override the global endpoint, key, model, temperature,
 seed and timeout (:meth:`JudgeSettings.for_node`).
 
+This module orchestrates a call (cache, request, re-ask); each concern is decided in its own
+module: :mod:`~nexagauge.judge.wire` (request body, reading the raw answer),
+:mod:`~nexagauge.judge.retry` (what is retried and how long to wait),
+:mod:`~nexagauge.judge.answers` (validation and the re-ask), :mod:`~nexagauge.judge.usage`
+(tokens, cost, counters) and :mod:`~nexagauge.judge.answer_cache` (the answer cache).
+
 Example:
     >>> from nexagauge.settings import JudgeSettings
     >>> j = LLMJudge(JudgeSettings(base_url="http://127.0.0.1:9/v1", api_key="k"))
@@ -33,19 +39,18 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import openai
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from nexagauge.judge.answer_cache import CACHE_NAMESPACE, cache_key, load_answer, save_answer
+from nexagauge.judge.answers import reask_messages, validate_answer
 from nexagauge.judge.base import (
     CallInfo,
     ClaimExtraction,
@@ -58,12 +63,29 @@ from nexagauge.judge.base import (
 from nexagauge.judge.breaker import CircuitBreaker
 from nexagauge.judge.claimtext import anchoring_confidence
 from nexagauge.judge.http import ClientPool
-from nexagauge.judge.jsonschema import error_location, parse_json_object, strict_schema
+from nexagauge.judge.jsonschema import strict_schema
 from nexagauge.judge.limits import RateLimiter
 from nexagauge.judge.pricing import PriceTable
 from nexagauge.judge.promptlib import Prompt, load_prompt, load_prompt_file
+from nexagauge.judge.retry import (
+    CallFailed,
+    error_text,
+    is_transient,
+    mentions_schema,
+    retry_after,
+    retry_delay,
+    short,
+)
 from nexagauge.judge.tasks import TaskCall, claims_call, judge_call, to_raw_verdict
-from nexagauge.judge.tokens import count_message_tokens, count_tokens
+from nexagauge.judge.tokens import count_message_tokens
+from nexagauge.judge.usage import JudgeStats, account
+from nexagauge.judge.wire import (
+    answer_content,
+    answer_logprobs,
+    completion,
+    request_body,
+    short_bytes,
+)
 from nexagauge.schema.case import GroundingConfig, RelevanceConfig
 from nexagauge.schema.results import Chunk, Claim, CostEstimate
 from nexagauge.settings import JudgeSettings
@@ -71,28 +93,7 @@ from nexagauge.settings import JudgeSettings
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
 
-#: bump when the cached entry layout or the meaning of a cached answer changes
-CACHE_FORMAT = 1
-CACHE_NAMESPACE = "judge"
-_RETRY_STATUS = {408, 409, 425, 429}
-_SCHEMA_HINTS = ("response_format", "json_schema", "schema", "strict")
-#: when no Retry-After is given we still never wait longer than this per attempt
-_MAX_RETRY_AFTER_S = 300.0
-
-
-@dataclass
-class JudgeStats:
-    """Counters of one judge instance (benchmarks and reports read them)."""
-
-    requests: int = 0  # HTTP requests sent (retries and re-asks included)
-    cache_hits: int = 0
-    retries: int = 0
-    reasks: int = 0
-    failures: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    by_node: dict[str, int] = field(default_factory=dict)
+__all__ = ["CACHE_NAMESPACE", "JudgeStats", "LLMJudge"]
 
 
 @dataclass
@@ -102,14 +103,6 @@ class _Outcome:
     error: str | None
     info: CallInfo
     logprobs: list[dict[str, Any]] | None = None
-
-
-class _CallFailed(Exception):
-    """A transport-level failure after retries (message is the user-facing error)."""
-
-    def __init__(self, message: str, calls: int) -> None:
-        super().__init__(message)
-        self.calls = calls
 
 
 @dataclass
@@ -284,25 +277,6 @@ class LLMJudge:
             max_retries=0,  # we retry ourselves (backoff, jitter, Retry-After)
         )
 
-    def _cache_key(
-        self, s: JudgeSettings, prompt: Prompt, messages: Any, schema: Any, logprobs: int | None
-    ) -> str:
-        from nexagauge.graph.cache import ContentStore
-
-        return ContentStore.key(
-            {
-                "format": CACHE_FORMAT,
-                "endpoint": s.base_url or "",
-                "model": s.model,
-                "temperature": s.temperature,
-                "seed": s.seed,
-                "prompt": prompt.id,
-                "messages": messages,
-                "schema": schema,
-                "top_logprobs": logprobs,
-            }
-        )
-
     async def _call(
         self,
         node: str,
@@ -317,21 +291,15 @@ class LLMJudge:
         s = self.settings.for_node(node)
         key = None
         if self._store is not None:
-            key = self._cache_key(s, prompt, messages, schema, top_logprobs)
-            hit = self._store.get(key)
+            key = cache_key(s, prompt, messages, schema, top_logprobs)
+            hit = load_answer(self._store, key, model)
             if hit is not None:
-                try:
-                    entry = json.loads(hit)
-                    value = model.model_validate_json(entry["content"])
-                except (ValueError, KeyError, TypeError):
-                    value = None  # stale/corrupt entry: call again
-                if value is not None:
-                    self.stats.cache_hits += 1
-                    # an answer served from the cache is a judge call that cost nothing: counted
-                    # as ``cached`` (no HTTP request was made, so no latency is meaningful)
-                    self._observe(node, s.model, "cached", 0.0)
-                    info = CallInfo(calls=0, cached=True, model=s.model, prompt=prompt.id)
-                    return _Outcome(value, CostEstimate(), None, info, entry.get("logprobs"))
+                self.stats.cache_hits += 1
+                # an answer served from the cache is a judge call that cost nothing: counted
+                # as ``cached`` (no HTTP request was made, so no latency is meaningful)
+                self._observe(node, s.model, "cached", 0.0)
+                info = CallInfo(calls=0, cached=True, model=s.model, prompt=prompt.id)
+                return _Outcome(hit[0], CostEstimate(), None, info, hit[1])
 
         msgs = list(messages)
         cost = CostEstimate()
@@ -340,7 +308,7 @@ class LLMJudge:
         for attempt in range(2):  # the first answer, then one corrective re-ask
             try:
                 ans = await self._request(s, node, msgs, schema, model, max_tokens, top_logprobs)
-            except _CallFailed as e:
+            except CallFailed as e:
                 calls += e.calls
                 self.stats.failures += 1
                 info = CallInfo(calls=calls, cached=False, model=s.model, prompt=prompt.id)
@@ -348,26 +316,16 @@ class LLMJudge:
             calls += ans.sent
             cost = cost + ans.cost
             content = ans.content
-            value, error = _validate(content, model, check)
+            value, error = validate_answer(content, model, check)
             if value is not None:
                 if key is not None:
-                    entry = {
-                        "content": value.model_dump_json(),
-                        "model": s.model,
-                        "logprobs": ans.logprobs,
-                    }
-                    self._store.put(key, json.dumps(entry).encode())
+                    save_answer(self._store, key, value, s.model, ans.logprobs)
                 info = CallInfo(calls=calls, cached=False, model=s.model, prompt=prompt.id)
                 return _Outcome(value, cost, None, info, ans.logprobs)
             if attempt == 0:
                 self.stats.reasks += 1
                 log.info("judge answer for %s invalid (%s); re-asking once", node, error)
-                reask = load_prompt("reask")
-                msgs = [
-                    *msgs,
-                    {"role": "assistant", "content": content or ""},
-                    *reask.render({"error": error}),
-                ]
+                msgs = reask_messages(msgs, content, error)
         self.stats.failures += 1
         info = CallInfo(calls=calls, cached=False, model=s.model, prompt=prompt.id)
         return _Outcome(None, cost, f"invalid judge output after one re-ask: {error}", info)
@@ -393,7 +351,7 @@ class LLMJudge:
             mode = s.structured_output
             if mode == "auto":
                 mode = "json_object" if self._no_schema.get(endpoint) else "json_schema"
-            kwargs = self._request_kwargs(s, messages, schema, model.__name__, mode, max_tokens)
+            kwargs = request_body(s, messages, schema, model.__name__, mode, max_tokens)
             if top_logprobs and not self._no_logprobs.get(endpoint):
                 kwargs["logprobs"] = True
                 kwargs["top_logprobs"] = top_logprobs
@@ -430,24 +388,24 @@ class LLMJudge:
                     mode == "json_schema"
                     and s.structured_output == "auto"
                     and status in (400, 404, 415, 422, 501)
-                    and _mentions_schema(e)
+                    and mentions_schema(e)
                 ):
                     log.warning("endpoint %s rejects JSON schemas; using JSON mode", endpoint)
                     self._no_schema[endpoint] = True
                     continue
-                if "logprobs" in kwargs and status in (400, 422) and "logprob" in _text(e):
+                if "logprobs" in kwargs and status in (400, 422) and "logprob" in error_text(e):
                     log.warning("endpoint %s rejects logprobs; asking without", endpoint)
                     self._no_logprobs[endpoint] = True
                     continue
-                transient = status in _RETRY_STATUS or status >= 500
+                transient = is_transient(status)
                 if breaker is not None:
                     breaker.record(ok=not transient)  # a permanent 4xx: the endpoint is up
                 if transient:
-                    delay = _retry_after(e.response.headers) if e.response is not None else None
-                    reason = f"HTTP {status}: {_short(e)}"
+                    delay = retry_after(e.response.headers) if e.response is not None else None
+                    reason = f"HTTP {status}: {short(e)}"
                     forever = breaker is not None
                 else:
-                    raise _CallFailed(f"HTTP {status}: {_short(e)}", sent) from None
+                    raise CallFailed(f"HTTP {status}: {short(e)}", sent) from None
             except (openai.APITimeoutError, openai.APIConnectionError) as e:
                 if breaker is not None:
                     breaker.record(ok=False)
@@ -456,26 +414,26 @@ class LLMJudge:
                 reason = (
                     f"timeout after {s.timeout_s:g}s"
                     if isinstance(e, openai.APITimeoutError)
-                    else f"connection error: {_short(e)}"
+                    else f"connection error: {short(e)}"
                 )
             else:
-                resp = _completion(raw)
+                resp = completion(raw)
                 if breaker is not None:
                     breaker.record(ok=resp is not None)
                 if resp is not None:
-                    content, cost = self._read(resp, s, kwargs["messages"])
+                    content = answer_content(resp)
+                    cost = account(
+                        resp, content, kwargs["messages"], s.model, self.prices, self.stats
+                    )
                     if self._limiter.active:
                         self._limiter.refund(est - cost.input_tokens - cost.output_tokens)
-                    return _Answer(content, cost, sent, _logprobs(resp) if top_logprobs else None)
+                    logprobs = answer_logprobs(resp) if top_logprobs else None
+                    return _Answer(content, cost, sent, logprobs)
                 delay = None
-                reason = f"malformed response from endpoint: {_short_bytes(raw)}"
+                reason = f"malformed response from endpoint: {short_bytes(raw)}"
             if attempt >= s.max_retries and not forever:
-                raise _CallFailed(f"{reason} (gave up after {sent} attempts)", sent)
-            if delay is None:
-                base = min(s.backoff_max_s, s.backoff_base_s * (2**attempt))
-                delay = base / 2 + random.random() * base / 2  # equal jitter
-            else:
-                delay = min(delay, _MAX_RETRY_AFTER_S) + random.random() * s.backoff_base_s * 0.1
+                raise CallFailed(f"{reason} (gave up after {sent} attempts)", sent)
+            delay = retry_delay(s, attempt, delay)
             attempt += 1
             self.stats.retries += 1
             log.info("judge %s: %s; retry %d in %.2fs", node, reason, attempt, delay)
@@ -502,7 +460,7 @@ class LLMJudge:
         try:
             await client.post("/chat/completions", body=body, cast_to=bytes)
         except openai.APIStatusError as e:
-            ok = not (e.status_code in _RETRY_STATUS or e.status_code >= 500)
+            ok = not is_transient(e.status_code)
         except (openai.APITimeoutError, openai.APIConnectionError):
             ok = False
         else:
@@ -518,172 +476,5 @@ class LLMJudge:
         except Exception:  # metrics must never fail a judge call
             log.exception("judge call observer failed")
 
-    def _request_kwargs(
-        self,
-        s: JudgeSettings,
-        messages: list[dict[str, str]],
-        schema: dict[str, Any],
-        name: str,
-        mode: str,
-        max_tokens: int | None,
-    ) -> dict[str, Any]:
-        kw: dict[str, Any] = {"model": s.model, "temperature": s.temperature}
-        if s.seed is not None:
-            kw["seed"] = s.seed
-        if max_tokens is not None:
-            kw["max_tokens"] = max_tokens
-        if mode == "json_schema":
-            kw["messages"] = messages
-            kw["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": _schema_name(name), "schema": schema, "strict": True},
-            }
-        else:
-            hint = load_prompt("json_object").render(
-                {"schema": json.dumps(schema, separators=(",", ":"))}
-            )[0]["content"]
-            msgs = [dict(m) for m in messages]
-            if msgs and msgs[0]["role"] == "system":
-                msgs[0]["content"] = msgs[0]["content"] + "\n" + hint
-            else:
-                msgs.insert(0, {"role": "system", "content": hint})
-            kw["messages"] = msgs
-            kw["response_format"] = {"type": "json_object"}
-        return kw
-
-    def _read(
-        self, resp: dict[str, Any], s: JudgeSettings, messages: list[dict[str, str]]
-    ) -> tuple[str | None, CostEstimate]:
-        content: str | None = None
-        msg = _first_message(resp)
-        if msg is not None:
-            text = msg.get("content")
-            content = text if isinstance(text, str) else None
-            refusal = msg.get("refusal")
-            if content is None and refusal:
-                log.warning("judge refused to answer: %s", " ".join(str(refusal).split())[:200])
-        usage = resp.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        pin, pout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if isinstance(pin, int | float):
-            tin = float(pin)
-            tout = float(pout) if isinstance(pout, int | float) else 0.0
-        else:  # endpoint without usage: count offline so the cost is not silently zero
-            tin = float(count_message_tokens(messages))
-            tout = float(count_tokens(content or ""))
-        cost = self.prices.cost(s.model, tin, tout)
-        self.stats.input_tokens += int(tin)
-        self.stats.output_tokens += int(tout)
-        self.stats.cost += cost
-        return content, CostEstimate(cost=cost, input_tokens=tin, output_tokens=tout)
-
     async def aclose(self) -> None:
         await self._clients.aclose()
-
-
-# ---------------------------------------------------------------------- helpers
-def _validate(
-    content: str | None, model: type[BaseModel], check: Callable[[Any], str | None] | None
-) -> tuple[BaseModel | None, str | None]:
-    try:
-        data = parse_json_object(content)
-    except ValueError as e:
-        return None, str(e)
-    if check is not None:
-        problem = check(data)
-        if problem:
-            return None, problem
-    try:
-        return model.model_validate(data), None
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = error_location(tuple(err.get("loc", ())), model)  # never a key the judge invented
-        return None, f"{loc}: {err.get('msg', 'invalid')}" if loc else err.get("msg", "invalid")
-
-
-def _schema_name(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64] or "answer"
-
-
-def _text(e: openai.APIStatusError) -> str:
-    return (str(e.message) + " " + str(e.body)).lower()
-
-
-def _mentions_schema(e: openai.APIStatusError) -> bool:
-    text = _text(e)
-    return any(h in text for h in _SCHEMA_HINTS) and "logprob" not in text
-
-
-def _completion(raw: bytes) -> dict[str, Any] | None:
-    """The chat completion object of a 2xx body, or ``None`` when it is not a JSON object."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, TypeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _first_message(resp: dict[str, Any]) -> dict[str, Any] | None:
-    choices = resp.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        msg = choices[0].get("message")
-        return msg if isinstance(msg, dict) else None
-    return None
-
-
-def _short_bytes(raw: bytes) -> str:
-    return " ".join(raw.decode("utf-8", "replace").split())[:200] or "empty body"
-
-
-def _logprobs(resp: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Content token log-probs as plain dicts (``None`` when the endpoint sent none)."""
-    try:
-        content = resp["choices"][0]["logprobs"]["content"]
-    except (KeyError, IndexError, TypeError):
-        return None
-    if not isinstance(content, list) or not content:
-        return None
-    out: list[dict[str, Any]] = []
-    for t in content:
-        if not isinstance(t, dict):
-            return None
-        tops = t.get("top_logprobs") or []
-        out.append(
-            {
-                "token": t.get("token"),
-                "logprob": t.get("logprob"),
-                "top_logprobs": [
-                    {"token": x.get("token"), "logprob": x.get("logprob")}
-                    for x in tops
-                    if isinstance(x, dict)
-                ],
-            }
-        )
-    return out
-
-
-def _short(e: Exception) -> str:
-    msg = getattr(e, "message", None) or str(e) or type(e).__name__
-    return " ".join(str(msg).split())[:200]
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
