@@ -1,30 +1,37 @@
-"""Per-call overhead of ``@nexagauge.trace`` against a hand-written OpenTelemetry span.
+"""Per-call cost of ``@nexagauge.trace`` on a realistic RAG function, against a hand-written span.
 
-Both sides run in the same process, on the same ``TracerProvider`` (``BatchSpanProcessor`` feeding
-an exporter that drops spans, so the network is not measured), with a 500-character input and a
-500-character output. The baseline is what a developer would write by hand to record the same
-attributes: ``start_as_current_span`` + the GenAI input/output messages as JSON + operation name,
-workflow name and SDK version. ``@nexagauge.trace`` additionally picks the input argument, reads
-the session, scrubs input and output for secrets and checks the size limit.
+The function is what a RAG app traces: ``answer(question, context)`` with a 77-character question,
+3 retrieved passages of ~300 characters (prose with colons, numbers, a URL) and a 500-character
+answer. Sync and async variants, side by side in one run, on one ``TracerProvider`` with a
+``BatchSpanProcessor`` feeding an exporter that drops spans (the network is not measured):
 
-Two baselines: the *idiomatic* one (``start_as_current_span`` + ``json.dumps``, what the OpenTelemetry
-docs show) and a *tuned* one (``start_span`` + manual context attach/detach + the same C string
-encoder the SDK uses), so the SDK's own overhead is visible without flattering it.
+* **hand-written span** (= 1.00): ``start_as_current_span`` recording the same content the SDK
+  records -- operation and workflow name, SDK version, the input and output messages and the
+  documents as JSON -- what a developer would write by hand;
+* **generic decorator**: the 20-line decorator an app would write (span named after the function,
+  arguments and result as JSON);
+* **@nexagauge.trace** with defaults (secret scrubbing on), and with ``scrub=False``.
 
-Rounds alternate the variants (order rotated every round) and the median of per-round ns/call is
-reported, both in wall-clock time and in process CPU time (the latter is robust on a loaded shared
-machine, where wall time includes time the process was not scheduled; it includes the batch
-exporter thread, identical for all variants).
+Rounds alternate the variants (order rotated every round); the median of per-round process-CPU
+ns/call is reported (robust on a loaded shared machine; it includes the batch exporter thread,
+identical for all variants), with the ratio to the hand-written span of the same kind.
+
+Second part, **off**: the cost a traced call adds to a plain call when tracing is off -- no
+provider configured anywhere, ``OTEL_SDK_DISABLED=true`` without and with ``configure()``,
+``configure(enabled=False)``.
 
 Run: ``python bench/sdk_overhead.py`` (about a minute) or ``--quick`` (a few seconds).
-Target: ratio <= 1.2.
+Targets: ``@nexagauge.trace`` (defaults) <= 1.10 x the hand-written span; off <= 1 us per call.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -38,17 +45,31 @@ import nexagauge
 from nexagauge.sdk import config as sdk_config
 from nexagauge.sdk import conventions as C
 
-TEXT = (
-    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
-    "It is named after the engineer Gustave Eiffel, whose company designed and built the tower "
-    "from 1887 to 1889. Locally nicknamed La dame de fer, it was constructed as the centrepiece "
-    "of the 1889 World's Fair, and to crown the centennial anniversary of the French Revolution. "
-    "Although initially criticised by some of France's leading artists and intellectuals for its "
-    "design, it has since become a global cultural icon of France and one of the most recognisable "
-    "structures in the world."
-)
-INPUT = (TEXT * 2)[:500]
-OUTPUT = (TEXT[::-1] * 2)[:500]
+QUESTION = "What did the 1889 World's Fair commission, and who designed the tower it left"
+PASSAGES = [
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It "
+    "is named after the engineer Gustave Eiffel, whose company designed and built the tower from "
+    "1887 to 1889. Height: 330 m (1,083 ft), about the same as an 81-storey building; it was the "
+    "tallest man-made structure in the world until 1930.",
+    "Exposition Universelle (1889): a world's fair held in Paris from 6 May to 31 October 1889. "
+    "It marked the centennial of the storming of the Bastille. Key facts: 61,722 exhibitors, "
+    "more than 32 million visitors; the main symbol of the fair was the Eiffel Tower, which "
+    "served as the entrance arch, and the fair's official guide listed it as its first sight.",
+    "Gustave Eiffel (1832-1923) was a French civil engineer. His company also built the internal "
+    "frame of the Statue of Liberty. Note: the tower's design is credited to Maurice Koechlin and "
+    "Emile Nouguier, two senior engineers of the company, with architect Stephen Sauvestre; "
+    "Eiffel bought the patent rights and gave the tower his name.",
+]
+ANSWER = (
+    "The 1889 World's Fair (the Exposition Universelle, held in Paris to mark the centennial of "
+    "the French Revolution) commissioned the Eiffel Tower as the entrance arch to the fair. The "
+    "tower was built by Gustave Eiffel's company between 1887 and 1889; its design is credited "
+    "to two of the company's senior engineers, Maurice Koechlin and Emile Nouguier, with the "
+    "architect Stephen Sauvestre refining its appearance. Eiffel bought the patent rights and "
+    "the tower took his name. At 330 m it remained the tallest structure in the world until "
+    "1930, and it is now one of the most visited monuments on Earth."
+)[:500]
+WORKFLOW = "answer"
 
 
 class DropExporter(SpanExporter):
@@ -58,168 +79,225 @@ class DropExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def app(question: str) -> str:
-    return OUTPUT
+def answer(question: str, context: list[str]) -> str:
+    return ANSWER
 
 
-def make_baseline(provider: TracerProvider) -> Callable[[str], str]:
+async def answer_async(question: str, context: list[str]) -> str:
+    return ANSWER
+
+
+def _span_attributes(question: str, context: list[str]) -> dict[str, Any]:
+    return {
+        C.GEN_AI_OPERATION_NAME: C.OPERATION_INVOKE_WORKFLOW,
+        C.NG_SDK_VERSION: nexagauge.__version__,
+        C.GEN_AI_WORKFLOW_NAME: WORKFLOW,
+        C.GEN_AI_INPUT_MESSAGES: json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": question}]}]
+        ),
+        C.GEN_AI_RETRIEVAL_DOCUMENTS: json.dumps([{"content": p} for p in context]),
+    }
+
+
+def _output_attribute(result: str) -> str:
+    return json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": result}],
+                "finish_reason": "stop",
+            }
+        ]
+    )
+
+
+def hand_written(provider: TracerProvider) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The span a developer writes by hand, recording the same content (sync, async)."""
     tracer = provider.get_tracer("hand-written")
-    version = nexagauge.__version__
 
-    def baseline(question: str) -> str:
-        with tracer.start_as_current_span("app") as span:
-            span.set_attributes(
-                {
-                    C.GEN_AI_OPERATION_NAME: C.OPERATION_INVOKE_WORKFLOW,
-                    C.NG_SDK_VERSION: version,
-                    C.GEN_AI_WORKFLOW_NAME: "app",
-                    C.GEN_AI_INPUT_MESSAGES: json.dumps(
-                        [{"role": "user", "parts": [{"type": "text", "content": question}]}]
-                    ),
-                }
-            )
-            result = app(question)
-            span.set_attribute(
-                C.GEN_AI_OUTPUT_MESSAGES,
-                json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "parts": [{"type": "text", "content": result}],
-                            "finish_reason": "stop",
-                        }
-                    ]
-                ),
-            )
+    def sync(question: str, context: list[str]) -> str:
+        with tracer.start_as_current_span(WORKFLOW) as span:
+            span.set_attributes(_span_attributes(question, context))
+            result = answer(question, context)
+            span.set_attribute(C.GEN_AI_OUTPUT_MESSAGES, _output_attribute(result))
             return result
 
-    return baseline
+    async def asynchronous(question: str, context: list[str]) -> str:
+        with tracer.start_as_current_span(WORKFLOW) as span:
+            span.set_attributes(_span_attributes(question, context))
+            result = await answer_async(question, context)
+            span.set_attribute(C.GEN_AI_OUTPUT_MESSAGES, _output_attribute(result))
+            return result
+
+    return sync, asynchronous
 
 
-def make_tuned_baseline(provider: TracerProvider) -> Callable[[str], str]:
-    from json.encoder import encode_basestring
+def generic_decorator(provider: TracerProvider) -> Callable[[Callable[..., Any]], Any]:
+    """The 20-line decorator an app would write: arguments and result as JSON attributes."""
+    tracer = provider.get_tracer("generic")
 
-    from opentelemetry import context, trace
+    def traced(fn: Callable[..., Any]) -> Any:
+        if asyncio.iscoroutinefunction(fn):
 
-    tracer = provider.get_tracer("hand-written-tuned")
-    version = nexagauge.__version__
-    head_in = '[{"role":"user","parts":[{"type":"text","content":'
-    head_out = '[{"role":"assistant","parts":[{"type":"text","content":'
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                with tracer.start_as_current_span(fn.__name__) as span:
+                    span.set_attribute("input", json.dumps({"args": args, "kwargs": kwargs}))
+                    result = await fn(*args, **kwargs)
+                    span.set_attribute("output", json.dumps(result))
+                    return result
 
-    def tuned(question: str) -> str:
-        span = tracer.start_span(
-            "app",
-            attributes={
-                C.GEN_AI_OPERATION_NAME: C.OPERATION_INVOKE_WORKFLOW,
-                C.NG_SDK_VERSION: version,
-                C.GEN_AI_WORKFLOW_NAME: "app",
-                C.GEN_AI_INPUT_MESSAGES: head_in + encode_basestring(question) + "}]}]",
-            },
-        )
-        token = context.attach(trace.set_span_in_context(span))
-        try:
-            result = app(question)
-        finally:
-            context.detach(token)
-        span.set_attributes(
-            {
-                C.GEN_AI_OUTPUT_MESSAGES: head_out
-                + encode_basestring(result)
-                + '}],"finish_reason":"stop"}]'
-            }
-        )
-        span.end()
-        return result
+            return awrapper
 
-    return tuned
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with tracer.start_as_current_span(fn.__name__) as span:
+                span.set_attribute("input", json.dumps({"args": args, "kwargs": kwargs}))
+                result = fn(*args, **kwargs)
+                span.set_attribute("output", json.dumps(result))
+                return result
+
+        return wrapper
+
+    return traced
 
 
-def per_call_ns(fn: Callable[[str], str], n: int) -> tuple[float, float]:
-    """(wall ns/call, process CPU ns/call)."""
-    start, cpu = time.perf_counter_ns(), time.process_time_ns()
+def _sync_cpu_ns(fn: Callable[..., Any], n: int) -> float:
+    q, ctx = QUESTION, PASSAGES
+    cpu = time.process_time_ns()
     for _ in range(n):
-        fn(INPUT)
-    return (time.perf_counter_ns() - start) / n, (time.process_time_ns() - cpu) / n
+        fn(q, ctx)
+    return (time.process_time_ns() - cpu) / n
 
 
-def run(rounds: int, n: int) -> dict[str, dict[str, float]]:
+def _async_cpu_ns(fn: Callable[..., Any], n: int, loop: asyncio.AbstractEventLoop) -> float:
+    q, ctx = QUESTION, PASSAGES
+
+    async def many() -> None:
+        for _ in range(n):
+            await fn(q, ctx)
+
+    cpu = time.process_time_ns()
+    loop.run_until_complete(many())
+    return (time.process_time_ns() - cpu) / n
+
+
+def run_overhead(rounds: int, n: int) -> dict[str, float]:
+    """Median CPU ns/call per variant and each one's ratio to the hand-written span of its kind."""
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DropExporter(), max_queue_size=1 << 16))
     nexagauge.configure(tracer_provider=provider, scrub=False)
     state_noscrub = sdk_config.STATE
     nexagauge.configure(tracer_provider=provider)
     state_default = sdk_config.STATE
-    traced = nexagauge.trace(name="app")(app)
-    variants: dict[str, Callable[[str], str]] = {
-        "baseline": make_baseline(provider),
-        "tuned": make_tuned_baseline(provider),
-        "traced": traced,
-        "traced_noscrub": traced,
+    hand_sync, hand_async = hand_written(provider)
+    generic = generic_decorator(provider)
+    ours = nexagauge.trace(name=WORKFLOW)
+    variants: dict[str, tuple[Callable[..., Any], bool]] = {
+        "sync hand-written": (hand_sync, False),
+        "sync generic": (generic(answer), False),
+        "sync trace": (ours(answer), False),
+        "sync trace noscrub": (ours(answer), False),
+        "async hand-written": (hand_async, True),
+        "async generic": (generic(answer_async), True),
+        "async trace": (ours(answer_async), True),
+        "async trace noscrub": (ours(answer_async), True),
     }
-    states = {"traced_noscrub": state_noscrub}
-    wall: dict[str, list[float]] = {k: [] for k in variants}
-    cpu: dict[str, list[float]] = {k: [] for k in variants}
-    for name, fn in variants.items():  # warm-up
-        sdk_config.STATE = states.get(name, state_default)
-        per_call_ns(fn, n)
+    loop = asyncio.new_event_loop()
+
+    def measure(name: str) -> float:
+        fn, is_async = variants[name]
+        sdk_config.STATE = state_noscrub if name.endswith("noscrub") else state_default
+        return _async_cpu_ns(fn, n, loop) if is_async else _sync_cpu_ns(fn, n)
+
+    for name in variants:  # warm-up
+        measure(name)
     gc.collect()
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
     names = list(variants)
     for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
-            sdk_config.STATE = states.get(name, state_default)
-            w, c = per_call_ns(variants[name], n)
-            wall[name].append(w)
-            cpu[name].append(c)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            cpu[name].append(measure(name))
         provider.force_flush()
-    plain = statistics.median(per_call_ns(app, n)[0] for _ in range(5))
+    loop.close()
     provider.shutdown()
-    out: dict[str, dict[str, float]] = {"plain": {"wall": plain, "cpu": plain}}
+    out: dict[str, float] = {}
     for name in names:
-        out[name] = {"wall": statistics.median(wall[name]), "cpu": statistics.median(cpu[name])}
-    for sdk in ("traced", "traced_noscrub"):
-        for base in ("baseline", "tuned"):
-            key = f"ratio_{sdk}_{base}"
-            out[key] = {}
-            for kind, series in (("wall", wall), ("cpu", cpu)):
-                ratios = [t / b for t, b in zip(series[sdk], series[base], strict=True)]
-                out[key][kind] = out[sdk][kind] / out[base][kind]
-                out[key][f"{kind}_p25"] = statistics.quantiles(ratios, n=4)[0]
-                out[key][f"{kind}_p75"] = statistics.quantiles(ratios, n=4)[2]
+        kind = name.split()[0]
+        out[name] = statistics.median(cpu[name])
+        per_round = [t / b for t, b in zip(cpu[name], cpu[f"{kind} hand-written"], strict=True)]
+        out[f"ratio {name}"] = out[name] / statistics.median(cpu[f"{kind} hand-written"])
+        quartiles = statistics.quantiles(per_round, n=4)
+        out[f"iqr {name}"] = quartiles[2] - quartiles[0]
+    return out
+
+
+def run_off(n: int, repeats: int) -> dict[str, float]:
+    """ns a traced call adds to a plain call when tracing is off, per way of being off."""
+    provider = TracerProvider()  # never installed globally: "no provider" stays true
+    plain = answer
+    traced = nexagauge.trace(name=WORKFLOW)(answer)
+
+    def overhead() -> float:
+        base = statistics.median(_sync_cpu_ns(plain, n) for _ in range(repeats))
+        with_trace = statistics.median(_sync_cpu_ns(traced, n) for _ in range(repeats))
+        return with_trace - base
+
+    out: dict[str, float] = {}
+    saved = os.environ.pop("OTEL_SDK_DISABLED", None)
+    try:
+        sdk_config.STATE = sdk_config._default_state()
+        out["no provider configured"] = overhead()
+        os.environ["OTEL_SDK_DISABLED"] = "true"
+        sdk_config.STATE = sdk_config._default_state()
+        out["OTEL_SDK_DISABLED=true"] = overhead()
+        nexagauge.configure(tracer_provider=provider)
+        out["OTEL_SDK_DISABLED=true + configure()"] = overhead()
+        del os.environ["OTEL_SDK_DISABLED"]
+        nexagauge.configure(tracer_provider=provider, enabled=False)
+        out["configure(enabled=False)"] = overhead()
+    finally:
+        os.environ.pop("OTEL_SDK_DISABLED", None)
+        if saved is not None:
+            os.environ["OTEL_SDK_DISABLED"] = saved
+        nexagauge.shutdown()
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds (smoke run)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--calls", type=int, default=None, help="calls per round")
     args = parser.parse_args(argv)
-    rounds = args.rounds or (5 if args.quick else 31)
-    calls = args.calls or (500 if args.quick else 3000)
-    res = run(rounds, calls)
+    rounds = args.rounds or (5 if args.quick else 25)
+    calls = args.calls or (300 if args.quick else 2000)
+    off = run_off(calls * 10, 3 if args.quick else 7)
+    res = run_overhead(rounds, calls)
     print(
-        f"python {sys.version.split()[0]}, {rounds} rounds x {calls} calls, 500-char input/output"
+        f"python {sys.version.split()[0]}, {rounds} rounds x {calls} calls; answer(question, "
+        f"context): {len(QUESTION)}-char question, {len(PASSAGES)} passages of "
+        f"{min(map(len, PASSAGES))}-{max(map(len, PASSAGES))} chars, {len(ANSWER)}-char answer"
     )
-    print(f"{'':34}{'wall ns/call':>14}{'CPU ns/call':>14}")
-    rows = [
-        ("plain function (no tracing)", "plain"),
-        ("hand-written span, idiomatic", "baseline"),
-        ("hand-written span, tuned", "tuned"),
-        ("@nexagauge.trace", "traced"),
-        ("@nexagauge.trace, scrub=False", "traced_noscrub"),
-    ]
-    for label, key in rows:
-        print(f"{label:34}{res[key]['wall']:14.0f}{res[key]['cpu']:14.0f}")
-    for sdk, sdk_label in (("traced", "trace"), ("traced_noscrub", "trace, scrub=False")):
-        for base, label in (("baseline", "idiomatic"), ("tuned", "tuned")):
-            r = res[f"ratio_{sdk}_{base}"]
+    print(f"{'':38}{'CPU ns/call':>12}{'ratio':>8}{'IQR':>7}")
+    labels = {
+        "hand-written": "hand-written span",
+        "generic": "generic 20-line decorator",
+        "trace": "@nexagauge.trace (defaults)",
+        "trace noscrub": "@nexagauge.trace, scrub=False",
+    }
+    for kind in ("sync", "async"):
+        for key, label in labels.items():
+            name = f"{kind} {key}"
             print(
-                f"ratio {sdk_label:18} / {label:9}: CPU {r['cpu']:.3f} "
-                f"(per-round IQR {r['cpu_p25']:.3f}-{r['cpu_p75']:.3f}), wall {r['wall']:.3f} "
-                f"(IQR {r['wall_p25']:.3f}-{r['wall_p75']:.3f})"
+                f"{kind + ' ' + label:38}{res[name]:12.0f}{res['ratio ' + name]:8.3f}"
+                f"{res['iqr ' + name]:7.3f}"
             )
-    print("target: @nexagauge.trace <= 1.2 x the hand-written span")
+    print("off: ns a traced call adds to the plain call (target <= 1000)")
+    for label, ns in off.items():
+        print(f"  off, {label:40}{ns:8.0f}")
+    worst = max(res["ratio sync trace"], res["ratio async trace"])
+    print(f"target: @nexagauge.trace (defaults) <= 1.10 x the hand-written span: {worst:.3f}")
     return 0
 
 

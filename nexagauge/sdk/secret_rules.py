@@ -35,7 +35,11 @@ class ScrubRule:
     ``@``) must occur; ``long_token``: the text must contain a run of >= 16 characters from
     ``[A-Za-z0-9_-]``; ``min_digits``: at least that many digits; ``raw_triggers``:
     case-sensitive literals, one must occur; ``triggers``: lowercase literals, one must occur in
-    the lowercased text; ``base64_run``: a run of at least that many ``[A-Za-z0-9+/]``; ``keys``: lowercase key names, one must end the text before some ``=`` or
+    the lowercased text; ``base64_run``: a run of at least that many ``[A-Za-z0-9+/]``;
+    ``token_only`` (every match is 16+ characters of ``[A-Za-z0-9_-]``, its pattern only ASCII):
+    the pattern must match inside one of the text's long tokens, so a text is searched only where
+    it has long tokens, not along its whole length; ``run_prefixes``: a long token must directly
+    follow one of these literals (``ya29.`` before a Google token); ``keys``: lowercase key names, one must end the text before some ``=`` or
     ``:`` (quotes and blanks in between ignored; ``"DB_PASSWORD" :`` ends with ``password``). No
     gate: the regex always runs. ``check`` (optional) gets the matched text and returns False to
     keep it (e.g. a Luhn check).
@@ -57,6 +61,8 @@ class ScrubRule:
     triggers: tuple[str, ...] | None = None
     keys: tuple[str, ...] | None = None
     base64_run: int = 0
+    token_only: bool = False
+    run_prefixes: tuple[str, ...] | None = None
 
 
 def _luhn_ok(text: str) -> bool:
@@ -106,6 +112,7 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
         # a whole block, or (cut by a size limit, or pasted without its end) everything after BEGIN
         r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY"
         r"( BLOCK)?-----|[A-Za-z0-9+/=\s:,\-]*)",
+        long_token=True,  # the base64 body always has long runs
         raw_triggers=("-----BEGIN",),
     ),
     ScrubRule(
@@ -116,13 +123,12 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
         r"|(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[A-Z0-9]{16}"
         r"|gh[pousr]_[A-Za-z0-9]{30,}"
         r"|github_pat_[A-Za-z0-9_]{30,}"
-        r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
+        r"|xox[abposr]-[A-Za-z0-9\-]{11,}"
         r"|AIza[0-9A-Za-z_\-]{35}"
         r"|hf_[A-Za-z0-9]{30,}"
         r"|glpat-[A-Za-z0-9_\-]{20,}"
         r"|npm_[A-Za-z0-9]{36}"
         r"|pypi-AgE[A-Za-z0-9_\-]{50,}"
-        r"|SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"
         r"|dop_v1_[a-f0-9]{64}"
         r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"
         r"|dapi[a-h0-9]{32}"
@@ -130,6 +136,13 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
         r"|r8_[A-Za-z0-9]{37}"
         r")",
         long_token=True,
+        token_only=True,
+    ),
+    ScrubRule(
+        "api_key",
+        r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}",  # SendGrid (dots: not one token)
+        long_token=True,
+        run_prefixes=("SG.",),
     ),
     ScrubRule(
         # 40 characters of base64 with upper, lower and a digit or / +, standing alone
@@ -141,7 +154,8 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
     ScrubRule(
         "oauth_token",
         r"\bya29\.[0-9A-Za-z_\-]{20,}",  # Google OAuth access token
-        raw_triggers=("ya29.",),
+        long_token=True,
+        run_prefixes=("ya29.",),
     ),
     ScrubRule(
         "jwt",
