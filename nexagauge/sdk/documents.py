@@ -97,6 +97,8 @@ def normalize_documents(docs: Any) -> list[dict[str, Any]]:
     """
     if docs is None:
         return []
+    if type(docs) is list and all(type(d) is str for d in docs):  # the common case, fast
+        return [{C.DOC_CONTENT: d} for d in docs]
     if isinstance(docs, (str, bytes, bytearray, Mapping)) or (
         isinstance(docs, tuple) and len(docs) == 2 and isinstance(docs[1], (int, float))
     ):
@@ -136,6 +138,12 @@ def document_texts(docs: list[dict[str, Any]], out: list[str], limit: int) -> bo
     """Append the recorded strings of ``docs`` to ``out``; False when one exceeds ``limit``."""
     ok = True
     for doc in docs:
+        if len(doc) == 1:  # content only (from a plain string)
+            content = doc.get(C.DOC_CONTENT)
+            if type(content) is str:
+                out.append(content)
+                ok = ok and len(content) <= limit
+                continue
         content = doc.get(C.DOC_CONTENT)
         if isinstance(content, str):
             out.append(content)

@@ -49,30 +49,32 @@ _NON_DIGITS = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
 _LONG_RUN = b"a" * 16
 # bit mask (1: "=", 2: ":", 4: "@") -> the separators present, in b"=:@" order
 _SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for m in range(8))
-# the key gate looks at this many bytes before each "=" / ":" and at most this many separators
-_KEY_WINDOW = 48
+# the key gate looks at most at this many separators (then it lets the rules run)
 _MAX_KEY_SEPARATORS = 64
 _KEY_STRIP = b"\"'\\ \t"
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
 
 
-def _key_heads(raw: bytes, keys: tuple[bytes, ...]) -> list[bytes] | None:
-    """The lowercased texts before a ``=`` / ``:`` that end with one of ``keys`` (quotes and blanks
-    stripped); None when there are too many separators to look at each."""
-    heads: list[bytes] = []
+def _key_ends(raw: bytes, tails: frozenset[bytes], keys: tuple[bytes, ...]) -> list[int] | None:
+    """Offsets in ``raw`` where a text ending (case-insensitively) with one of ``keys`` meets a
+    ``=`` / ``:`` (quotes and blanks in between skipped); None when there are too many separators
+    to look at each. ``tails``: the last 3 characters of each key, a cheap first check."""
+    ends: list[int] = []
     seen = 0
     for sep in b"=:":
-        i = raw.find(sep)  # memchr: no copy of the text
+        i = raw.find(sep)  # memchr
         while i >= 0:
             seen += 1
             if seen > _MAX_KEY_SEPARATORS:
                 return None
-            head = raw[max(0, i - _KEY_WINDOW) : i].rstrip(_KEY_STRIP).lower()
-            if head.endswith(keys):
-                heads.append(head)
+            j = i
+            while j > 0 and raw[j - 1] in _KEY_STRIP:
+                j -= 1
+            if raw[j - 3 : j].lower() in tails and raw[max(0, j - 16) : j].lower().endswith(keys):
+                ends.append(j)
             i = raw.find(sep, i + 1)
-    return heads
+    return ends
 
 
 def _long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
@@ -148,7 +150,7 @@ class Scrubber:
         ('mail [scrubbed:email]', ['a:email'])
     """
 
-    __slots__ = ("_all_keys", "_by_shape", "_rules", "hook", "scrub_keys")
+    __slots__ = ("_all_keys", "_by_shape", "_key_tails", "_rules", "hook", "scrub_keys")
 
     def __init__(
         self,
@@ -166,20 +168,30 @@ class Scrubber:
         rules.extend(_Compiled(r, builtin=False) for r in extra_rules)
         self._rules = tuple(rules)
         self._all_keys = tuple({k for r in rules for k in (r.keys or ())})
+        if any(len(k) < 3 or len(k) > 16 for k in self._all_keys):
+            raise ValueError("scrub rule keys must be 3 to 16 characters long")
+        self._key_tails = frozenset(k[-3:] for k in self._all_keys)
         self.hook = hook
         self.scrub_keys = secrets
         # The cheap gates (separators present, long token present) are computed once per text;
         # the rules that can pass them are precomputed per "shape", so a clean text visits only
         # the few rules without such gates.
-        self._by_shape: dict[tuple[bytes, bool], tuple[_Compiled, ...]] = {}
+        # per shape: (rules without a key gate, rules with one)
+        self._by_shape: dict[
+            tuple[bytes, bool], tuple[tuple[_Compiled, ...], tuple[_Compiled, ...]]
+        ] = {}
         for mask in range(8):
             present = bytes(c for i, c in enumerate(b"=:@") if mask & (1 << i))
             for long_run in (False, True):
-                self._by_shape[(present, long_run)] = tuple(
+                shape = [
                     r
                     for r in self._rules
                     if (not r.separators or any(sep in present for sep in r.separators))
                     and (long_run or not r.long_token)
+                ]
+                self._by_shape[(present, long_run)] = (
+                    tuple(r for r in shape if r.keys is None),
+                    tuple(r for r in shape if r.keys is not None),
                 )
 
     @property
@@ -304,13 +316,17 @@ class Scrubber:
         ]
         classes = raw.translate(_CLASS_TABLE)
         long_run = classes.find(_LONG_RUN) >= 0
-        rules = self._by_shape[(seps, long_run)]
+        rules, keyed = self._by_shape[(seps, long_run)]
+        heads: list[int] | None = None  # where a key of some rule meets a separator (rarely)
+        if keyed:
+            heads = _key_ends(raw, self._key_tails, self._all_keys)  # None: too many to look at
+            if heads is None or heads:
+                rules = rules + keyed
         out: list[_Compiled] = []
         if not rules:
             return out
         low: bytes | None = None
         digits = -1
-        heads: list[bytes] | bool | None = False  # False: not computed yet; None: too many
         runs: list[tuple[int, bytes]] | None = None
         for rule in rules:
             if rule.min_digits:
@@ -326,7 +342,13 @@ class Scrubber:
                     continue
             if rule.base64_run and (
                 # a 40-char base64 run with at most one / or + holds a 16-char token run
-                (not long_run and raw.count(b"/") + raw.count(b"+") < 2)
+                (
+                    not long_run
+                    and (
+                        (raw.find(b"/") < 0 and raw.find(b"+") < 0)  # memchr, then count
+                        or raw.count(b"/") + raw.count(b"+") < 2
+                    )
+                )
                 or raw.translate(_B64_TABLE).find(rule.base64_run) < 0
             ):
                 continue
@@ -349,13 +371,12 @@ class Scrubber:
                         break
                 else:
                     continue
-            if rule.keys is not None:
-                if heads is False:  # the heads ending with any rule's key (usually none)
-                    heads = _key_heads(raw, self._all_keys)
-                if heads is not None and (
-                    not heads or not any(h.endswith(rule.keys) for h in heads)  # type: ignore[union-attr]
-                ):
-                    continue
+            if (
+                rule.keys is not None
+                and heads is not None
+                and not any(raw[max(0, j - 16) : j].lower().endswith(rule.keys) for j in heads)
+            ):
+                continue
             out.append(rule)
         return out
 
