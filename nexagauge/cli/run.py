@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import time
 from datetime import UTC, datetime
@@ -48,6 +49,8 @@ from nexagauge.cli.main import (
     load_cli_settings,
     parse_pairs,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_DIR = "nexagauge-out"
 
@@ -271,6 +274,10 @@ async def _run(
                     progress.update(summary.records, summary.failed_records)
             except ReaderError as e:
                 input_error = str(e)
+                sink.error({"kind": "input", "reason": input_error})
+            except Exception as e:  # a reader bug: still keep what was evaluated and the summary
+                log.error("reading %s failed", args.input, exc_info=True)
+                input_error = f"reading the input failed: {type(e).__name__}: {e}"
                 sink.error({"kind": "input", "reason": input_error})
             except asyncio.CancelledError:  # Ctrl-C: keep what was evaluated, then stop
                 interrupted = True

@@ -44,6 +44,7 @@ import io
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, cast
@@ -172,6 +173,10 @@ class RecordReader:
             except UnicodeDecodeError as e:
                 raise ReaderError(
                     f"{self.path}: not UTF-8 text ({e.reason} near byte {self.bytes_read + e.start})"
+                ) from None
+            except (OSError, EOFError, zlib.error) as e:  # a truncated .gz, a read error
+                raise ReaderError(
+                    f"{self.path}: reading stopped: {type(e).__name__}: {e}"
                 ) from None
 
     # -- JSON Lines ----------------------------------------------------------------------------

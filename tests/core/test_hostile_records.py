@@ -164,3 +164,18 @@ def test_empty_input_is_an_input_error_with_a_summary(cli: Runner, tmp_path: Pat
         assert summary["records"] == 0 and "no records" in summary["input_error"]
     r = cli("run", "chunk", "--input", str(tmp_path / "empty.jsonl"), "-o", "lim0", "--limit", "0")
     assert r.rc == 0, r.err  # nothing asked for: not an error
+
+
+def test_a_truncated_gzip_keeps_the_records_before_the_cut(cli: Runner, tmp_path: Path) -> None:
+    import gzip
+
+    whole = gzip.compress(("\n".join(_good(n) for n in range(200)) + "\n").encode())
+    data = tmp_path / "cut.jsonl.gz"
+    data.write_bytes(whole[: len(whole) * 2 // 3])  # no end-of-stream marker
+    r = cli("run", "chunk", "--input", str(data), "-o", "out")
+    assert r.rc == 1, r.err
+    assert "Traceback" not in r.err and "reading stopped: EOFError" in r.err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert 0 < summary["cases"] == summary["records"] < 200
+    assert "reading stopped" in summary["input_error"]
+    assert _case_ids(tmp_path / "out") == {f"good-{n}" for n in range(summary["cases"])}
