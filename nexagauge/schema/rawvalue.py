@@ -120,9 +120,7 @@ def check_record(record: Mapping[str, Any], index: int | None, case_id: str | No
         path, value, depth = stack.pop()
         if isinstance(value, Mapping):
             if depth >= MAX_DEPTH:
-                raise RecordError(
-                    index, path or None, f"nested deeper than {MAX_DEPTH} levels", case_id
-                )
+                raise _too_deep(path, index, case_id)
             for k, v in value.items():
                 if not isinstance(k, str):
                     raise RecordError(
@@ -134,14 +132,19 @@ def check_record(record: Mapping[str, Any], index: int | None, case_id: str | No
                 stack.append((_join(path, k), v, depth + 1))
         elif isinstance(value, list | tuple):
             if depth >= MAX_DEPTH:
-                raise RecordError(
-                    index, path or None, f"nested deeper than {MAX_DEPTH} levels", case_id
-                )
+                raise _too_deep(path, index, case_id)
             stack.extend((_join(path, i), v, depth + 1) for i, v in enumerate(value))
         else:
             problem = value_problem(value)
             if problem is not None:
                 raise RecordError(index, path or None, problem, case_id=case_id)
+
+
+def _too_deep(path: str, index: int | None, case_id: str | None) -> RecordError:
+    """The error for nesting past :data:`MAX_DEPTH`, naming the top-level field (the full path
+    would be 64 steps long)."""
+    top = re.split(r"[.\[]", path, maxsplit=1)[0] if path else None
+    return RecordError(index, top or None, f"nested deeper than {MAX_DEPTH} levels", case_id)
 
 
 def as_text(
