@@ -1,0 +1,80 @@
+"""The machine a benchmark ran on, and this process's memory: every report starts with them.
+
+- :func:`machine` / :func:`machine_line`: CPU model, cores, memory, load average, Python.
+- :func:`rss_kib` / :func:`peak_rss_kib` read ``/proc/self/status`` (no psutil needed).
+- :func:`exit_on_sigterm`: a terminated benchmark still stops its broker and child processes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so ``with`` blocks stop the broker and child processes."""
+    import signal
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def mem_total_gib() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, memory and load average (1/5/15 min) right now."""
+    return {
+        "cpu": cpu_model(),
+        "nproc": os.cpu_count() or 0,
+        "mem_gib": round(mem_total_gib(), 1),
+        "load": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+    }
+
+
+def machine_line() -> str:
+    m = machine()
+    load = "/".join(f"{x:.2f}" for x in m["load"])
+    return (
+        f"machine: {m['cpu']}, {m['nproc']} cores, {m['mem_gib']} GiB, python {m['python']}, "
+        f"load avg {load}"
+    )
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def rss_kib() -> int:
+    """Resident set size of this process now (KiB)."""
+    return _status_kib("VmRSS")
+
+
+def peak_rss_kib() -> int:
+    """Peak resident set size of this process so far (KiB, ``VmHWM``)."""
+    return _status_kib("VmHWM")
