@@ -180,8 +180,8 @@ def documents_attribute(call: Call, docs: list[dict[str, Any]], clean: bool) -> 
     ``clean``: the caller gated every string of the documents (``document_texts``) and found
     nothing to scrub, and none is longer than the limit; otherwise each string is cut and scrubbed.
     """
-    if clean:
-        return dumps(docs)
+    if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
+        return dumps(docs, utf8_checked=True)
     attr = C.GEN_AI_RETRIEVAL_DOCUMENTS
     scrubber = call.state.scrubber
     out: list[dict[str, Any]] = []

@@ -257,16 +257,20 @@ def to_jsonable(
         return safe_repr(value)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: Any, *, utf8_checked: bool = False) -> str:
     """Compact JSON of data already made JSON-compatible (non-ASCII kept); never raises.
 
     The result is always encodable as UTF-8 (lone surrogates are escaped), so an OTLP exporter
-    cannot fail on it.
+    cannot fail on it. ``utf8_checked``: the caller already encoded every string of ``value`` to
+    UTF-8 (the SDK's secret gate does), so that check is skipped.
     """
     try:
         text = _encode_str(value)
     except Exception:
         text = json.dumps(safe_repr(value), ensure_ascii=False)
+        utf8_checked = False
+    if utf8_checked:
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
