@@ -59,11 +59,13 @@ JOIN = "\n"
 def _key_ends(raw: bytes, tails: frozenset[bytes], keys: tuple[bytes, ...]) -> list[int] | None:
     """Offsets in ``raw`` where a text ending (case-insensitively) with one of ``keys`` meets a
     ``=`` / ``:`` (quotes and blanks in between skipped); None when there are too many separators
-    to look at each. ``tails``: the last 3 characters of each key, a cheap first check."""
+    to look at each. ``tails``: the last 3 characters of each key in every letter case, a cheap
+    first check (one 3-byte slice per separator, no lowercasing, no copy of the text)."""
     ends: list[int] = []
     seen = 0
+    find = raw.find
     for sep in b"=:":
-        i = raw.find(sep)  # memchr
+        i = find(sep)  # memchr
         while i >= 0:
             seen += 1
             if seen > _MAX_KEY_SEPARATORS:
@@ -71,10 +73,19 @@ def _key_ends(raw: bytes, tails: frozenset[bytes], keys: tuple[bytes, ...]) -> l
             j = i
             while j > 0 and raw[j - 1] in _KEY_STRIP:
                 j -= 1
-            if raw[j - 3 : j].lower() in tails and raw[max(0, j - 16) : j].lower().endswith(keys):
+            if raw[j - 3 : j] in tails and raw[max(0, j - 16) : j].lower().endswith(keys):
                 ends.append(j)
-            i = raw.find(sep, i + 1)
+            i = find(sep, i + 1)
     return ends
+
+
+def _all_cases(tail: bytes) -> set[bytes]:
+    """``tail`` in every combination of letter case (``key`` -> ``key``, ``Key``, ``kEY``...)."""
+    out = {b""}
+    for c in tail:
+        ch = bytes([c])
+        out = {p + v for p in out for v in {ch.lower(), ch.upper()}}
+    return out
 
 
 def _long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
@@ -170,7 +181,7 @@ class Scrubber:
         self._all_keys = tuple({k for r in rules for k in (r.keys or ())})
         if any(len(k) < 3 or len(k) > 16 for k in self._all_keys):
             raise ValueError("scrub rule keys must be 3 to 16 characters long")
-        self._key_tails = frozenset(k[-3:] for k in self._all_keys)
+        self._key_tails = frozenset(v for k in self._all_keys for v in _all_cases(k[-3:]))
         self.hook = hook
         self.scrub_keys = secrets
         # The cheap gates (separators present, long token present) are computed once per text;

@@ -70,7 +70,12 @@ def start(meta: Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | N
         call.parent = parent if isinstance(parent, Call) and parent.recording else None
     if st.capture_content:
         if meta.capture_input:
-            value = pick_input(meta, args, kwargs)
+            pos = meta.input_pos
+            value = (
+                args[pos]  # positional, the common case: no function call
+                if not kwargs and pos is not None and pos < len(args)
+                else pick_input(meta, args, kwargs)
+            )
             if type(value) is str and not meta.is_retrieval:
                 call.input_text = value  # recorded at the end, gated with the output
             elif value is not MISSING and value is not None:
@@ -79,7 +84,12 @@ def start(meta: Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | N
                 if extra:
                     span.set_attributes(extra)
         if meta.context_name is not None:
-            docs = pick(args, kwargs, meta.context_name, meta.context_pos, meta.context_default)
+            pos = meta.context_pos
+            docs = (
+                args[pos]  # positional, the common case: no function call
+                if not kwargs and pos is not None and pos < len(args)
+                else pick(args, kwargs, meta.context_name, pos, meta.context_default)
+            )
             if docs is not MISSING and docs is not None:
                 call.add_docs(normalize_documents(docs))
     return call

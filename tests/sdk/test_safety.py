@@ -115,7 +115,7 @@ def _break_start(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*a: Any, **k: Any) -> Any:
         raise ZeroDivisionError("sdk bug")
 
-    monkeypatch.setattr(spans, "pick_input", boom)
+    monkeypatch.setattr(spans, "Call", boom)
 
 
 def test_internal_failure_is_swallowed_and_logged_once_in_production(
