@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,3 +114,20 @@ def test_every_default_rule_has_a_gate() -> None:
             rule.base64_run or rule.keys
         )
         assert gated or rule.triggers, rule.name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Height: 330 m (1,083 ft). Key facts: 61,722 exhibitors. Note: the token count is 12.",
+        "Passage 2: the key test passed; tokens: 512; secrets of the trade: none.",
+        '{"title": "Eiffel Tower", "year": 1889, "tags": ["Paris", "iron"]}',
+        "Ratio = 3:2, temperature=0.2, max_tokens: 256, the bearer of the keys.",
+    ],
+)
+def test_ordinary_text_with_colons_runs_no_regex(text: str) -> None:
+    """The gates alone clear ordinary text with ':' and '=' (issue 16: a ':' sent every passage
+    through the regexes); no rule is a candidate, so no regex runs."""
+    scrubber = Scrubber()
+    assert scrubber._candidates(text.encode()) == []
+    assert scrubber.all_clean([text, text.upper()]) is True
