@@ -16,6 +16,7 @@ Messages:
 - ``wide-8MB``: ~8 MB of 4-span RAG traces (LLM, retriever, tool, workflow root), the realistic
   large batch of a collector;
 - ``one-trace-8MB``: one trace of ~8 MB (thousands of answers and retrievals under one root);
+- ``one-span-8MB``: one chat span whose input history is ~8 MB of messages;
 - ``salvage-8MB``: ``wide-8MB`` plus one span with invalid UTF-8, so the request is refused whole
   and re-read span by span (``online/salvage.py``).
 
@@ -147,6 +148,26 @@ def one_trace(limit: int) -> bytes:
     return b.bytes()
 
 
+def one_span(limit: int) -> bytes:
+    """One chat span whose input history holds ~``limit`` bytes of messages."""
+    per = len(_msgs(("user", "turn 00000 " + TEXT[:150])))
+    n = max(2, limit // per)
+    history = [("user" if i % 2 == 0 else "assistant", f"turn {i} " + TEXT[:150]) for i in range(n)]
+    b = Builder()
+    b.span(
+        3,
+        0,
+        "chat",
+        {
+            C.GEN_AI_OPERATION_NAME: C.OPERATION_CHAT,
+            C.GEN_AI_INPUT_MESSAGES: _msgs(*history),
+            C.GEN_AI_OUTPUT_MESSAGES: _msgs(("assistant", "ok")),
+        },
+        10,
+    )
+    return b.bytes()
+
+
 def with_bad_span(limit: int) -> bytes:
     b, i = Builder(), 0
     while b.size() < limit:
@@ -238,6 +259,7 @@ def main() -> int:
         "chain-3000": chain(300 if a.quick else 3000),
         "wide-8MB": wide(big),
         "one-trace-8MB": one_trace(big),
+        "one-span-8MB": one_span(big),
         "salvage-8MB": with_bad_span(big),
     }
     rows, out = [], {}
@@ -245,10 +267,11 @@ def main() -> int:
         # the refused request cannot be parsed whole: its baseline is the same batch without it
         base = baseline_ms(cases["wide-8MB"] if name.startswith("salvage") else value)
         res = {}
-        for mode, inline_max in (("thread", service_mod.INLINE_EXTRACT_MAX), ("inline", 10**9)):
-            service_mod.INLINE_EXTRACT_MAX = inline_max
+        limits = (service_mod.INLINE_EXTRACT_MAX, service_mod.INLINE_EXTRACT_MAX_BYTES)
+        for mode, inline in (("thread", limits), ("inline", (10**9, 10**12))):
+            service_mod.INLINE_EXTRACT_MAX, service_mod.INLINE_EXTRACT_MAX_BYTES = inline
             res[mode] = asyncio.run(run_message(value))
-        service_mod.INLINE_EXTRACT_MAX = 200
+        service_mod.INLINE_EXTRACT_MAX, service_mod.INLINE_EXTRACT_MAX_BYTES = limits
         t, i = res["thread"], res["inline"]
         out[name] = {
             "bytes": len(value),

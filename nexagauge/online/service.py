@@ -68,9 +68,11 @@ from nexagauge.settings import Settings
 log = logging.getLogger(__name__)
 
 _CONVERSATION_KEYS = (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSION_ID)
-#: traces of more spans + log records than this are extracted in a worker thread (below it the
-#: thread hop costs more than the work; measured bound in docs/online.md, bench/hostile.py)
+#: traces of more spans + log records, or more serialized bytes, than these are extracted in a
+#: worker thread (below them the thread hop costs more than the work; measured bound in
+#: docs/online.md, bench/hostile.py)
 INLINE_EXTRACT_MAX = 200
+INLINE_EXTRACT_MAX_BYTES = 256 * 1024
 
 
 class EmitterLike(Protocol):
@@ -349,7 +351,7 @@ class EvaluatorStage:
                 self.metrics.trace_not_sampled()
             self._finish(trace)
             return
-        if trace.size > INLINE_EXTRACT_MAX:  # a large trace is extracted off the event loop
+        if _large(trace):  # a large trace is extracted off the event loop
             self._active[trace.trace_id] = _Active(trace)  # a revocation strips its sources
             self._spawn(self._extract_off_loop(trace))
             return
@@ -598,6 +600,14 @@ class EvaluatorStage:
     def forget_lag(self, tp: TopicPartition) -> None:
         if self.metrics is not None:
             self.metrics.forget_partition(tp.topic, tp.partition)
+
+
+def _large(trace: Trace) -> bool:
+    """Whether ``trace`` is extracted in a worker thread (many spans, or a few huge ones)."""
+    if trace.size > INLINE_EXTRACT_MAX:
+        return True
+    raw = sum(len(s.raw or b"") for s in trace.spans.values())
+    return raw + sum(len(g.raw or b"") for g in trace.logs) > INLINE_EXTRACT_MAX_BYTES
 
 
 def _at(rec: ConsumerRecord[Any, Any]) -> tuple[str, int, int]:

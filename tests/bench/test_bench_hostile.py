@@ -25,7 +25,7 @@ def test_hostile_bench_runs_and_reports_every_message(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())["results"]
-    assert set(res) == {"chain-3000", "wide-8MB", "one-trace-8MB", "salvage-8MB"}
+    assert set(res) == {"chain-3000", "wide-8MB", "one-trace-8MB", "one-span-8MB", "salvage-8MB"}
     # every answer became a case, and the unreadable span cost only itself
     assert res["chain-3000"]["thread_cases"] == res["chain-3000"]["thread_spans"] == 300
     assert res["salvage-8MB"]["thread_cases"] == res["wide-8MB"]["thread_cases"] > 0
