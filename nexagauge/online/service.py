@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -41,7 +42,7 @@ from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.executor import CaseResult, Executor
 from nexagauge.graph.runtime import Runtime
 from nexagauge.graph.topology import load_topology
-from nexagauge.online.assembly import Trace, TraceBuffer
+from nexagauge.online.assembly import Trace, TraceBuffer, Trigger
 from nexagauge.online.decode import (
     BASE_WANTED,
     DecodedBatch,
@@ -73,6 +74,8 @@ _CONVERSATION_KEYS = (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSI
 #: docs/online.md, bench/hostile.py)
 INLINE_EXTRACT_MAX = 200
 INLINE_EXTRACT_MAX_BYTES = 256 * 1024
+#: the longest one tick starts completed traces before it yields the event loop
+TICK_SLICE_S = 0.05
 
 
 class EmitterLike(Protocol):
@@ -150,6 +153,8 @@ class EvaluatorStage:
         self.stats = StageStats()
         self._signal_for = signal_for or self._default_signal
         self._active: dict[bytes, _Active] = {}
+        #: completed traces of running ticks not started yet (see tick)
+        self._starting: list[deque[tuple[Trace, Trigger]]] = []
         self._side: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._sem = asyncio.Semaphore(self.o.max_in_flight)
@@ -303,10 +308,23 @@ class EvaluatorStage:
     # -- completion -------------------------------------------------------------------------
     async def tick(self) -> None:
         now = self.clock()
-        for trace, trigger in self.buffer.poll(now):
-            if self.metrics is not None:
-                self.metrics.trace_assembled(trigger)
-            self._start(trace)
+        # many small traces complete at once after a big message: start them in slices of
+        # TICK_SLICE_S, yielding the loop in between (heartbeats, fetches); traces not started
+        # yet stay visible to revoked() through self._starting
+        pending = deque(self.buffer.poll(now))
+        self._starting.append(pending)
+        try:
+            t0 = time.perf_counter()
+            while pending:
+                trace, trigger = pending.popleft()
+                if self.metrics is not None:
+                    self.metrics.trace_assembled(trigger)
+                self._start(trace)
+                if pending and time.perf_counter() - t0 > TICK_SLICE_S:
+                    await asyncio.sleep(0)
+                    t0 = time.perf_counter()
+        finally:
+            self._starting.remove(pending)
         m = self.metrics
         if m is not None:
             m.set_buffer(len(self.buffer), self.buffer.n_spans)
@@ -574,10 +592,9 @@ class EvaluatorStage:
             by_topic.setdefault(tp.topic, set()).add(tp.partition)
         for topic, parts in by_topic.items():
             self.buffer.drop_sources(topic, parts)
-            for a in self._active.values():
-                a.trace.sources = {
-                    s for s in a.trace.sources if not (s[0] == topic and s[1] in parts)
-                }
+            waiting = [t for pending in self._starting for t, _ in pending]
+            for trace in [a.trace for a in self._active.values()] + waiting:
+                trace.sources = {s for s in trace.sources if not (s[0] == topic and s[1] in parts)}
 
     async def drain(self, timeout_s: float) -> None:
         tasks = [t for a in self._active.values() for t in a.tasks if not t.done()]

@@ -251,3 +251,52 @@ async def test_large_trace_is_extracted_off_the_loop_and_fully_evaluated() -> No
             break
     assert em.n == n and stage.stats.skipped.get("invalid_span") == 1
     assert stage.tracker.committable(("spans", 0)) == 1
+
+
+async def test_tick_yields_between_slices_and_revocation_reaches_waiting_traces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many traces completing at once are started in slices (the loop runs in between); a
+    revocation in between strips the waiting traces' sources, so they never release offsets of
+    a partition this member no longer owns."""
+    import asyncio
+
+    from aiokafka.structs import ConsumerRecord, TopicPartition
+
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.online import service as service_mod
+    from nexagauge.online.service import EvaluatorStage
+    from nexagauge.settings import Settings
+
+    class Emitter:
+        async def emit(self, target: Any, result: Any, *, started_ns: int | None = None) -> None:
+            return None
+
+    monkeypatch.setattr(service_mod, "TICK_SLICE_S", 0.0)  # yield after every trace
+    s = Settings(
+        kafka={"traces_topic": "spans"},
+        online={"nodes": ["relevance"], "trace_grace_s": 0.0},
+        sampling={"default_rate": 1.0},
+        judge={"mode": "none"},
+        cache={"enabled": False},
+    )
+    stage = EvaluatorStage(s, Runtime.create(s, use_cache=False), Emitter())
+    tp = TopicPartition("spans", 0)
+    v = traces_request([sp for i in range(20) for sp in sdk_turn(tid(100 + i), "q", "a")])
+    await stage.handle(tp, [ConsumerRecord("spans", 0, 0, 0, 0, None, v, None, 0, len(v), [])])
+    started: list[int] = []
+    first = asyncio.Event()
+    start = stage._start
+
+    def record(trace: Any) -> None:
+        started.append(len(trace.sources))
+        first.set()
+        start(trace)
+
+    monkeypatch.setattr(stage, "_start", record)
+    tick = asyncio.ensure_future(stage.tick())
+    await first.wait()
+    assert not tick.done()  # the tick yielded the loop after its first trace
+    stage.revoked([tp])
+    await tick
+    assert len(started) == 20 and started[0] == 1 and set(started[1:]) == {0}
