@@ -160,6 +160,10 @@ class KafkaSettings(_Section):
     #: partitions of topics the evaluator creates (the unit of parallelism of the group)
     topic_partitions: int = Field(default=12, ge=1)
     replication_factor: int = Field(default=1, ge=1)
+    #: broker health check (a metadata request; also re-creates vanished own topics) period, and
+    #: how long without an answer before ``/readyz`` reports the broker lost (docs/online.md)
+    health_check_interval_s: float = Field(default=2.0, gt=0)
+    broker_unreachable_after_s: float = Field(default=10.0, gt=0)
 
 
 class SamplingRule(_Section):
@@ -231,6 +235,9 @@ class OnlineSettings(_Section):
     #: (the span's case is invalid, with the reason; spans select ``[rubrics]`` by name) or
     #: ``trust`` (every app that can write a span may instruct the judge)
     span_rubrics: Literal["reject", "trust"] = "reject"
+    #: repeated WARNING/ERROR log lines of one kind pass at most once per this many seconds
+    #: (a broker outage otherwise floods the logs); 0 disables the limit
+    log_repeat_interval_s: float = Field(default=10.0, ge=0)
 
 
 LabelName = Literal["service", "span_name", "model"]

@@ -28,7 +28,6 @@ Example (not run: needs a broker)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -682,30 +681,27 @@ class OnlineService:
         self._http: Any = None
         self.ready = False
         self.health: Any = None  # nexagauge.online.health.HealthMetrics (registry metrics only)
+        self.monitor: Any = None  # nexagauge.online.broker.BrokerMonitor
         self.breaker: Any = None  # the judge's circuit breaker (nexagauge.judge.breaker)
 
-    async def _ensure_topics(self) -> None:
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-        from aiokafka.errors import TopicAlreadyExistsError
-
-        from nexagauge.online.consumer import client_kwargs
+    def _own_topics(self) -> list[Any]:
+        """The topics this service owns (created at start, re-created when they vanish)."""
+        from nexagauge.online.broker import TopicSpec
 
         k = self.settings.kafka
-        wanted = [k.dlq_topic] + ([k.rekeyed_topic] if self.settings.online.rekey else [])
-        admin = AIOKafkaAdminClient(**client_kwargs(k))
+        names = [k.dlq_topic] + ([k.rekeyed_topic] if self.settings.online.rekey else [])
+        return [TopicSpec(t, k.topic_partitions) for t in names]
+
+    async def _ensure_topics(self) -> None:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        from nexagauge.online.broker import ensure_topics
+        from nexagauge.online.consumer import client_kwargs
+
+        admin = AIOKafkaAdminClient(**client_kwargs(self.settings.kafka))
         await admin.start()
         try:
-            existing = set(await admin.list_topics())
-            new = [
-                NewTopic(
-                    t, num_partitions=k.topic_partitions, replication_factor=k.replication_factor
-                )
-                for t in wanted
-                if t not in existing
-            ]
-            if new:
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics(new)
+            await ensure_topics(admin, self.settings.kafka, self._own_topics())
         finally:
             await admin.close()
 
@@ -751,6 +747,9 @@ class OnlineService:
         secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
         register_secret(*secrets)  # never in a log line or a dead-letter header
         install_log_redaction()
+        from nexagauge.online.lograte import install_log_rate_limit
+
+        install_log_rate_limit(o.log_repeat_interval_s)  # no ERROR flood while the broker is away
         dlq = DeadLetters(self._producer, k.dlq_topic, secrets, payload=k.dlq_payload)
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
         self.stage.breaker = self.breaker
@@ -769,12 +768,41 @@ class OnlineService:
                 k, eval_topics, k.group_id, self.stage, commit_interval_s=o.commit_interval_s
             )
         )
+        from nexagauge.online.broker import BrokerMonitor, TopicSpec
+
+        self.monitor = BrokerMonitor(
+            k, self._own_topics(), health=self.health, on_topics_recreated=self._broker_reset
+        )
+        if self.conversation_stage is not None:
+            compact = {"cleanup.policy": "compact"}
+            self.monitor.add_topics(
+                [
+                    TopicSpec(k.turns_topic, k.topic_partitions),
+                    TopicSpec(k.conversation_changelog_topic, k.topic_partitions, compact),
+                ]
+            )
+        await self.monitor.start()
         for lp in self.loops:
             await lp.start()
         self._tasks = [asyncio.ensure_future(lp.run()) for lp in self.loops]
         if self.serve_http:
             self._http = await _start_http(s, self.metrics, self)
         self.ready = True
+
+    async def _broker_reset(self, topics: list[str]) -> None:
+        """Own topics vanished: the broker lost its data (and the group's commits). Every
+        consumer re-reads from its committed offset or the beginning of the new logs."""
+        from nexagauge.online.broker import rewind
+
+        log.warning("broker lost its data (%s re-created); rewinding the consumers", topics)
+        for lp in self.loops:
+            if lp.consumer is None:
+                continue
+            tps = list(lp.consumer.assignment())
+            # what was fetched and tracked belongs to the old logs: never commit it to the new one
+            lp.handler.revoked(tps)
+            lp.handler.tracker.drop(tps)
+            await rewind(lp.consumer)
 
     def readiness(self) -> tuple[bool, str]:
         """``/readyz``: started, and every consumer loop still running."""
@@ -783,6 +811,10 @@ class OnlineService:
         dead = [t for t in self._tasks if t.done()]
         if dead:
             return False, f"{len(dead)} consumer loop(s) stopped"
+        if self.monitor is not None:
+            ok, why = self.monitor.readiness()
+            if not ok:
+                return False, why
         if self.breaker is not None and not self.breaker.is_closed:
             return True, self.breaker.describe()  # alive and waiting; nothing is lost
         return True, "consuming"
@@ -812,34 +844,42 @@ class OnlineService:
         return healthy
 
     async def stop(self) -> None:
-        """SIGTERM path: stop fetching, drain in flight, commit, leave the groups, flush."""
+        """SIGTERM path: stop fetching, drain in flight, commit, leave the groups, flush - all
+        within ``online.drain_timeout_s`` (:class:`~nexagauge.online.shutdown.Deadline`): a step
+        that cannot finish in time (a dead broker, a dead collector) is abandoned, and what was
+        not committed is re-delivered."""
+        from nexagauge.online.shutdown import Deadline
+
         self.ready = False
         drain = self.settings.online.drain_timeout_s
+        deadline = Deadline(drain)
+        reserve = min(2.0, drain * 0.25)  # kept for flushing and closing after the loops
+        if self.monitor is not None:
+            await deadline.run(self.monitor.stop(), "broker monitor", reserve_s=reserve)
         for lp in reversed(self.loops):  # the evaluator first: it may still need the producer
-            try:
-                await lp.stop(drain)
-            except Exception:
-                log.exception("stopping a consumer loop failed")
+            await deadline.run(
+                lp.stop(deadline.left(reserve)), f"consumer loop {lp.group_id}", reserve_s=reserve
+            )
         for t in self._tasks:
             if not t.done():
                 t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            gather = asyncio.gather(*self._tasks, return_exceptions=True)
+            await deadline.run(gather, "consumer tasks")
         self.loops, self._tasks = [], []
         close = getattr(self.emitter, "aclose", None)
         if close is not None:
-            with contextlib.suppress(Exception):
-                await close()
+            await deadline.run(close(), "flushing evaluation spans")
         if self._producer is not None:
-            await self._producer.stop()
+            await deadline.run(self._producer.stop(), "producer flush")
             self._producer = None
         if self._http is not None:
-            with contextlib.suppress(Exception):
-                await _stop_http(self._http)
+            await deadline.run(_stop_http(self._http), "metrics endpoint")
             self._http = None
         if self.breaker is not None:
-            await self.breaker.aclose()
+            await deadline.run(self.breaker.aclose(), "judge breaker")
         if self.runtime is not None:
-            await self.runtime.aclose()
+            await deadline.run(self.runtime.aclose(), "runtime")
 
 
 def _default_emitter(settings: Settings, metrics: Any) -> EmitterLike:
