@@ -19,7 +19,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import threading
 from typing import Any
 
 log = logging.getLogger("nexagauge.serve")
@@ -115,10 +117,42 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     return settings
 
 
-async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | None = None) -> int:
+#: seconds past ``online.drain_timeout_s`` after SIGTERM at which ``nexagauge serve`` exits hard
+HARD_EXIT_GRACE_S = 1.0
+
+
+def arm_hard_exit(after_s: float) -> threading.Timer:
+    """A daemon timer that ends the process (``os._exit(1)``) ``after_s`` seconds from now.
+
+    The graceful stop is bounded step by step (:class:`~nexagauge.online.shutdown.Deadline`),
+    but a client library can still block the interpreter's exit (a task that swallows its
+    cancellation, a worker thread waiting on a dead peer); this backstop keeps the promise that
+    SIGTERM ends ``nexagauge serve``. Uncommitted work is re-delivered (at-least-once).
+    """
+
+    def fire() -> None:
+        log.error("nexagauge serve: not stopped %.1fs after SIGTERM; exiting now", after_s)
+        logging.shutdown()
+        os._exit(1)
+
+    t = threading.Timer(after_s, fire)
+    t.daemon = True
+    t.start()
+    return t
+
+
+async def serve(
+    settings: Any,
+    *,
+    emitter: Any = None,
+    stop: asyncio.Event | None = None,
+    hard_exit: bool = False,
+) -> int:
     """Run the service until SIGTERM/SIGINT (or ``stop``), then shut down gracefully.
 
-    Returns the process exit code (0 after a clean drain). ``nexagauge serve`` calls it.
+    Returns the process exit code (0 after a clean drain). ``nexagauge serve`` calls it with
+    ``hard_exit=True``: the process then ends at most ``online.drain_timeout_s`` + 1 s after the
+    signal whatever the broker does (:func:`arm_hard_exit`).
 
     Example::
 
@@ -129,10 +163,18 @@ async def serve(settings: Any, *, emitter: Any = None, stop: asyncio.Event | Non
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    drain = settings.online.drain_timeout_s
+    armed: list[threading.Timer] = []
+
+    def on_signal() -> None:
+        stop.set()
+        if hard_exit and not armed:
+            armed.append(arm_hard_exit(drain + HARD_EXIT_GRACE_S))
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         # not available off the main thread or on some platforms: then only ``stop`` ends it
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
     svc = OnlineService(settings, emitter=emitter)
     try:
         await svc.start()
@@ -164,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     try:
-        return asyncio.run(serve(settings))
+        return asyncio.run(serve(settings, hard_exit=True))
     except KafkaConnectionError as e:
         raise CliError(
             f"cannot reach Kafka at {settings.kafka.bootstrap_servers!r} "

@@ -109,6 +109,7 @@ class BrokerMonitor:
         self._admin: Any = None
         self._task: asyncio.Task[None] | None = None
         self._lost_logged = False
+        self._lock: asyncio.Lock | None = None
 
     def add_topics(self, specs: Iterable[TopicSpec]) -> None:
         """Own more topics (the conversation stage's, once it is wired)."""
@@ -155,7 +156,14 @@ class BrokerMonitor:
             await admin.list_topics()
 
     async def check(self) -> bool:
-        """One health check (bounded by the interval); updates state and metrics."""
+        """One health check (bounded by the interval); updates state and metrics. Concurrent
+        callers (the periodic task, a consumer loop about to commit) take turns."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._check()
+
+    async def _check(self) -> bool:
         self.checks += 1
         timeout = max(1.0, self.interval_s)
         try:

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -130,6 +130,7 @@ class ConsumerLoop:
         commit_interval_s: float = 0.5,
         max_records: int = 500,
         client_id: str | None = None,
+        commit_timeout_s: float = 5.0,
     ) -> None:
         self.kafka = kafka
         self.topics = list(topics)
@@ -147,6 +148,11 @@ class ConsumerLoop:
         self._last_lag = 0.0
         self.client_id = client_id
         self.commits = 0
+        self.commit_timeout_s = commit_timeout_s
+        #: ``async () -> bool``: is the broker reachable (and, if it lost its data, are we reset)?
+        #: Awaited before the commit that follows a failed one (see :meth:`commit`)
+        self.verify_broker: Callable[[], Awaitable[bool]] | None = None
+        self._commit_failed = False
 
     async def start(self) -> None:
         k = self.kafka
@@ -231,10 +237,18 @@ class ConsumerLoop:
             self.handler.report_lag(tp, max(0, hw - (pos or 0)))
 
     async def commit(self, only: Sequence[TopicPartition] | None = None) -> None:
-        """Commit the finished prefix of every (or the given) partition."""
+        """Commit the finished prefix of every (or the given) partition.
+
+        A commit is bounded by ``commit_timeout_s`` (aiokafka retries a commit through a broker
+        outage and would send it, stale, to a broker that came back empty); after a failed one
+        the next waits for :attr:`verify_broker` (the service's broker check, which resets the
+        tracked offsets when the broker lost its data) before committing anything."""
         if self.consumer is None:
             return
         self._last_commit = time.monotonic()
+        verify = self.verify_broker if self._commit_failed else None
+        if verify is not None and not await verify():
+            return  # broker still away: keep the positions, commit later
         todo = self.handler.tracker.all_committable()
         if only is not None:
             keep = {(tp.topic, tp.partition) for tp in only}
@@ -243,10 +257,13 @@ class ConsumerLoop:
             return
         offsets = {TopicPartition(t, p): pos for (t, p), pos in todo.items()}
         try:
-            await self.consumer.commit(offsets)
-        except (CommitFailedError, IllegalStateError, KafkaError) as e:
-            log.warning("commit of %s failed (%s); it will be retried", offsets, e)
+            await asyncio.wait_for(self.consumer.commit(offsets), timeout=self.commit_timeout_s)
+        except (CommitFailedError, IllegalStateError, KafkaError, TimeoutError) as e:
+            self._commit_failed = True
+            why = str(e) or f"no answer within {self.commit_timeout_s:g}s"
+            log.warning("commit of %s failed (%s); it will be retried", offsets, why)
             return
+        self._commit_failed = False
         self.commits += 1
         for key, pos in todo.items():
             self.handler.tracker.mark_committed(key, pos)

@@ -782,6 +782,8 @@ class OnlineService:
                 ]
             )
         await self.monitor.start()
+        for lp in self.loops:  # a commit after a failed one waits for a fresh broker check
+            lp.verify_broker = self.monitor.check
         for lp in self.loops:
             await lp.start()
         self._tasks = [asyncio.ensure_future(lp.run()) for lp in self.loops]
@@ -801,7 +803,7 @@ class OnlineService:
             tps = list(lp.consumer.assignment())
             # what was fetched and tracked belongs to the old logs: never commit it to the new one
             lp.handler.revoked(tps)
-            lp.handler.tracker.drop(tps)
+            lp.handler.tracker.drop((tp.topic, tp.partition) for tp in tps)
             await rewind(lp.consumer)
 
     def readiness(self) -> tuple[bool, str]:

