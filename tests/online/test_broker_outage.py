@@ -166,3 +166,52 @@ async def test_broker_restarted_empty_gets_its_topics_back_and_new_traces_evalua
         finally:
             stop.set()
             await runner
+
+
+async def test_network_cut_is_reported_and_loses_nothing() -> None:
+    from support.tcp_proxy import proxied_broker
+
+    from nexagauge.emit.prometheus import EvaluatorMetrics
+
+    names = topics("cut")
+    broker, proxy = proxied_broker()
+    with broker, proxy:
+        await broker.create_topics({names["traces_topic"]: 2, names["logs_topic"]: 1})
+        settings = make_settings(broker.bootstrap, names, drain_timeout_s=4.0)
+        settings.kafka = settings.kafka.model_copy(update=HEALTH)
+        rec, metrics = Recorder(), EvaluatorMetrics()
+        svc = OnlineService(
+            settings,
+            runtime=Runtime.create(settings, use_cache=False),
+            emitter=rec,
+            metrics=metrics,
+            serve_http=False,
+        )
+        await svc.start()
+        stop = asyncio.Event()
+        runner = asyncio.ensure_future(svc.run_until(stop))
+        try:
+            msgs, exp1 = build_traces(20, seed=3)
+            await produce(broker.bootstrap, names["traces_topic"], msgs, 2)
+            assert await wait_for(lambda: len(set(rec.cases)) >= 5, 30)
+            assert proxy.connections > 0  # every client goes through the proxy
+            proxy.cut()  # mid-stream: fetches, produces and commits fail
+            assert await wait_for(lambda: not svc.readiness()[0], 10), svc.readiness()
+            assert "no broker contact" in svc.readiness()[1]
+            assert metrics.registry.get_sample_value("nexagauge_broker_up") == 0.0
+            age = metrics.registry.get_sample_value("nexagauge_broker_contact_age_seconds")
+            assert age is not None and age >= 2.0
+            await asyncio.sleep(3)  # a few seconds of outage
+            proxy.restore()
+            assert await wait_for(lambda: svc.readiness()[0], 20), svc.readiness()
+            assert metrics.registry.get_sample_value("nexagauge_broker_up") == 1.0
+            msgs, exp2 = build_traces(10, seed=4)
+            await produce(broker.bootstrap, names["traces_topic"], msgs, 2)
+            expected = set(exp1) | set(exp2)
+            assert await wait_for(lambda: set(rec.cases) >= expected, 40), (
+                f"{len(set(rec.cases) & expected)}/{len(expected)} evaluated"
+            )
+            assert svc.monitor is not None and svc.monitor.recreated == []  # data was kept
+        finally:
+            stop.set()
+            await runner
