@@ -141,19 +141,18 @@ class BrokerMonitor:
             self._admin = admin
         return self._admin
 
-    async def _probe(self) -> None:
+    async def _probe(self) -> list[str]:
         admin = await self._client()
-        if self.kafka.create_topics:
-            created = await ensure_topics(admin, self.kafka, self.topics)
-            for name in created:
-                log.warning("topic %s vanished from the broker; re-created it", name)
-                self.recreated.append(name)
-                if self.health is not None:
-                    self.health.topic_recreated(name)
-            if created and self.on_topics_recreated is not None:
-                await self.on_topics_recreated(created)
-        else:
+        if not self.kafka.create_topics:
             await admin.list_topics()
+            return []
+        created = await ensure_topics(admin, self.kafka, self.topics)
+        for name in created:
+            log.warning("topic %s vanished from the broker; re-created it", name)
+            self.recreated.append(name)
+            if self.health is not None:
+                self.health.topic_recreated(name)
+        return created
 
     async def check(self) -> bool:
         """One health check (bounded by the interval); updates state and metrics. Concurrent
@@ -167,7 +166,7 @@ class BrokerMonitor:
         self.checks += 1
         timeout = max(1.0, self.interval_s)
         try:
-            await asyncio.wait_for(self._probe(), timeout=timeout)
+            created = await asyncio.wait_for(self._probe(), timeout=timeout)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -175,6 +174,11 @@ class BrokerMonitor:
             self._set(False, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
             return False
         self._set(True, "")
+        if created and self.on_topics_recreated is not None:
+            try:  # not bounded by the probe's timeout: a half-done reset would be worse
+                await self.on_topics_recreated(created)
+            except Exception:
+                log.exception("resetting after the broker lost its data failed")
         return True
 
     def _set(self, up: bool, why: str) -> None:

@@ -247,8 +247,10 @@ class ConsumerLoop:
             return
         self._last_commit = time.monotonic()
         verify = self.verify_broker if self._commit_failed else None
-        if verify is not None and not await verify():
-            return  # broker still away: keep the positions, commit later
+        if verify is not None:
+            if not await verify():
+                return  # broker still away: keep the positions, commit later
+            self._commit_failed = False
         todo = self.handler.tracker.all_committable()
         if only is not None:
             keep = {(tp.topic, tp.partition) for tp in only}
@@ -289,6 +291,9 @@ class ConsumerLoop:
     async def _on_revoked(self, revoked: list[TopicPartition]) -> None:
         if not revoked:
             return
+        # a rebalance may follow a broker that came back empty (our member id unknown there):
+        # check it first, so offsets of the old logs are dropped instead of committed into it
+        self._commit_failed = True
         await self.commit(revoked)
         self.handler.revoked(revoked)
         self.handler.tracker.drop((tp.topic, tp.partition) for tp in revoked)
