@@ -13,8 +13,8 @@ byte scans and no regex. See :class:`ScrubRule`.
 
 Example::
 
-    >>> [r.name for r in SECRET_RULES][:3]
-    ['private_key', 'api_key', 'aws_secret_key']
+    >>> sorted({r.name for r in SECRET_RULES})[:4]
+    ['api_key', 'authorization', 'aws_secret_key', 'bearer_token']
 """
 
 from __future__ import annotations
