@@ -113,41 +113,42 @@ class Changelog:
             c.assign(tps)
             ends = await c.end_offsets(tps)
             await c.seek_to_beginning(*tps)
-            todo = {tp for tp in tps if ends[tp] > await c.position(tp)}
             deadline = time.monotonic() + timeout_s
-            while todo:
+            # read to the reported end, then on until a fetch comes back empty: some brokers
+            # (Tansu) report the end of a multi-record batch short, and stopping at it would
+            # silently lose the newest states
+            while True:
                 if time.monotonic() > deadline:
                     log.error(
                         "changelog %s: restore of %s incomplete after %.0f s",
                         self.topic,
-                        sorted(tp.partition for tp in todo),
+                        sorted(tp.partition for tp in tps),
                         timeout_s,
                     )
                     break
-                batches = await c.getmany(*todo, timeout_ms=500)
+                batches = await c.getmany(*tps, timeout_ms=200)
                 for tp, records in batches.items():
-                    state = out[tp.partition]
-                    for r in records:
-                        if r.offset >= ends[tp]:
-                            break
-                        key = r.key.decode("utf-8", "replace") if r.key else ""
-                        if r.value is None:
-                            state.pop(key, None)
-                            continue
-                        try:
-                            state[key] = json.loads(r.value)
-                        except (ValueError, RecursionError):
-                            self.bad += 1
-                            log.warning(
-                                "changelog %s/%d@%d: not JSON, skipped",
-                                self.topic,
-                                tp.partition,
-                                r.offset,
-                            )
-                for tp in list(todo):
-                    if await c.position(tp) >= ends[tp]:
-                        todo.discard(tp)
+                    self._apply(out[tp.partition], tp.partition, records)
+                if not any(batches.values()):
+                    behind = [tp for tp in tps if await c.position(tp) < ends[tp]]
+                    if not behind:
+                        break
         finally:
             await c.stop()
         self.restored += sum(len(v) for v in out.values())
         return out
+
+    def _apply(self, state: dict[str, Any], partition: int, records: Sequence[Any]) -> None:
+        """Newest value per key wins; a tombstone deletes; a corrupt value costs only itself."""
+        for r in records:
+            key = r.key.decode("utf-8", "replace") if r.key else ""
+            if r.value is None:
+                state.pop(key, None)
+                continue
+            try:
+                state[key] = json.loads(r.value)
+            except (ValueError, RecursionError):
+                self.bad += 1
+                log.warning(
+                    "changelog %s/%d@%d: not JSON, skipped", self.topic, partition, r.offset
+                )

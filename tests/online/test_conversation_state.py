@@ -234,7 +234,10 @@ async def test_running_score_continues_on_the_next_member(broker: Any, crash: bo
         await second.start()
         await send(a[2], a[3])
         assert await wait_for(lambda: len(second.em.emitted) == 2, 30), second.stage.stats
-        assert second.stage.stats.restored == 1
+        assert second.stage.stats.restored == 1, (
+            f"restored {second.changelog.restored} values, {second.changelog.bad} bad; "
+            f"assignment {sorted(tp.partition for tp in second.loop.assignment)}"
+        )
         # the running score continues (3 and 4 windows), not a fresh start (1.0, 1.0)
         assert second.em.scores("alpha") == pytest.approx([2 / 3, 0.75])
         # ... and the first window it judged has turn 2 (judged by the first member) as context

@@ -74,12 +74,14 @@ def check_case(c: Any, service: str) -> None:
 
 
 def test_official_openai_v2_content_in_log_records(server: Any, tmp_path: Path) -> None:
-    """EVENT_ONLY: the content travels only in a ``gen_ai.client.inference.operation.details``
-    log record carrying the span's ids; the evaluator joins it to the span."""
+    """Latest experimental mode, EVENT_ONLY: the content travels only in a
+    ``gen_ai.client.inference.operation.details`` log record carrying the span's ids; the
+    evaluator joins it to the span."""
     spans, logs = run_app(
         "openai-v2",
         server.base_url,
         tmp_path,
+        OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
         OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="EVENT_ONLY",
     )
     assert decode_logs(logs).logs, "the instrumentation emitted no content events"
@@ -87,6 +89,24 @@ def test_official_openai_v2_content_in_log_records(server: Any, tmp_path: Path) 
     check_case(c, "bot-openai-v2")
     assert c.span.name.startswith("chat")
     # without the log records there is no content on the span: no case, not a wrong case
+    assert cases_from(spans, b"") == []
+
+
+def test_official_openai_v2_default_mode_one_log_record_per_message(
+    server: Any, tmp_path: Path
+) -> None:
+    """The default (stable) mode with content capture on: one log record per message
+    (``gen_ai.system.message``, ``gen_ai.user.message``, ..., ``gen_ai.choice``) with the span's
+    ids and nothing on the span; the evaluator rebuilds the case from them."""
+    spans, logs = run_app(
+        "openai-v2",
+        server.base_url,
+        tmp_path,
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true",
+    )
+    assert len(decode_logs(logs).logs) >= 4, "expected one content event per message"
+    [c] = cases_from(spans, logs)
+    check_case(c, "bot-openai-v2")
     assert cases_from(spans, b"") == []
 
 
