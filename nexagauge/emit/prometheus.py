@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from nexagauge.emit import metric_names as N
+from nexagauge.emit.health import HealthMetrics
 from nexagauge.emit.labels import (
     DIMENSIONS,
     DIRECTIONS,
@@ -120,6 +121,8 @@ class EvaluatorMetrics:
         self._metric_names = LabelLimiter(None, max_label_values)
         self.exemplars = exemplars
         r = self.registry
+        #: dependency health: judge circuit breaker, broker contact (nexagauge.emit.health)
+        self.health = HealthMetrics(r)
         dims = list(DIMENSIONS)
 
         # scores

@@ -48,8 +48,6 @@ from typing import Literal
 log = logging.getLogger(__name__)
 
 State = Literal["closed", "open", "half_open"]
-#: numeric encoding of the state for the ``nexagauge_judge_breaker_state`` gauge
-STATE_VALUE: dict[State, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 
 class CircuitBreaker:

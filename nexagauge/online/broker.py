@@ -83,7 +83,7 @@ class BrokerMonitor:
     Args:
         kafka: connection settings, ``health_check_interval_s``, ``broker_unreachable_after_s``.
         topics: the evaluator's own topics (re-created only when ``kafka.create_topics``).
-        health: :class:`~nexagauge.online.health.HealthMetrics` to update (optional).
+        health: :class:`~nexagauge.emit.health.HealthMetrics` to update (optional).
     """
 
     def __init__(

@@ -680,7 +680,7 @@ class OnlineService:
         self._tasks: list[asyncio.Task[None]] = []
         self._http: Any = None
         self.ready = False
-        self.health: Any = None  # nexagauge.online.health.HealthMetrics (registry metrics only)
+        self.health: Any = None  # nexagauge.emit.health.HealthMetrics (of EvaluatorMetrics)
         self.monitor: Any = None  # nexagauge.online.broker.BrokerMonitor
         self.breaker: Any = None  # the judge's circuit breaker (nexagauge.judge.breaker)
 
@@ -722,10 +722,9 @@ class OnlineService:
         judge = self.runtime.judge
         if judge is not None and hasattr(judge, "observer") and judge.observer is None:
             judge.observer = self.metrics.judge_call  # judge calls, errors and latency
-        from nexagauge.online.health import HealthMetrics, attach_breaker
+        from nexagauge.online.health import attach_breaker
 
-        registry = getattr(self.metrics, "registry", None)
-        self.health = HealthMetrics(registry) if registry is not None else None
+        self.health = getattr(self.metrics, "health", None)  # EvaluatorMetrics.health
         self.breaker = attach_breaker(judge, o, self.health)
         from nexagauge.emit.zero import start_for_service
 
