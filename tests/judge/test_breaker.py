@@ -155,3 +155,19 @@ async def test_with_a_breaker_a_permanent_4xx_still_fails_at_once(server: OpenAI
         await judge.aclose()
     assert not j.ok and "HTTP 401" in (j.error or "")  # type: ignore[attr-defined]
     assert b.state == "closed" and len(server.requests) == 1
+
+
+@pytest.mark.integration
+async def test_timeouts_are_transient_and_waited_out(server: OpenAIServer) -> None:
+    for _ in range(4):
+        server.enqueue(Reply(delay=0.6))  # longer than the client's timeout
+    judge = _judge(server, timeout_s=0.2)
+    b = judge.breaker = CircuitBreaker(
+        window=3, failure_ratio=1.0, cooldown_s=0.05, max_cooldown_s=0.1, probe=judge.probe
+    )
+    try:
+        j = await asyncio.wait_for(_judge_once(judge), 20)
+    finally:
+        await b.aclose()
+        await judge.aclose()
+    assert j.ok and b.opened >= 1  # type: ignore[attr-defined]
