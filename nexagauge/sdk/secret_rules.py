@@ -39,9 +39,9 @@ class ScrubRule:
     ``token_only`` (every match is 16+ characters of ``[A-Za-z0-9_-]``, its pattern only ASCII):
     the pattern must match inside one of the text's long tokens, so a text is searched only where
     it has long tokens, not along its whole length; ``run_prefixes``: a long token must directly
-    follow one of these literals (``ya29.`` before a Google token); ``keys``: lowercase key names, one must end the text before some ``=`` or
-    ``:`` (quotes and blanks in between ignored; ``"DB_PASSWORD" :`` ends with ``password``). No
-    gate: the regex always runs. ``check`` (optional) gets the matched text and returns False to
+    follow one of these literals (``ya29.`` before a Google token); ``keys``: lowercase key names
+    (3 to 16 characters), one must end the text before some ``=`` or ``:`` (quotes and blanks in
+    between ignored; ``"DB_PASSWORD" :`` ends with ``password``). No gate: the regex always runs. ``check`` (optional) gets the matched text and returns False to
     keep it (e.g. a Luhn check).
 
     Example (``nexagauge.configure(scrub_rules=[rule])`` adds it to the built-in rules):
