@@ -1,18 +1,24 @@
-"""Accuracy and Cohen's kappa of the local judge on the held-out half of the labelled sets.
+"""Accuracy of the local judge on the labelled sets, with 95% confidence intervals (issue 17).
 
-Recomputes the numbers of ``docs/local-judge.md`` from ``tests/data/relevance_pairs.jsonl`` and
-``tests/data/grounding_pairs.jsonl`` with the packaged embedding model, fully offline::
+Two sets, both split by item into a *calibration* and a *held-out* half:
+
+- ``v1``: ``tests/data/relevance_pairs.jsonl`` / ``grounding_pairs.jsonl`` (one writer, one
+  style, 512 + 448 pairs);
+- ``v2``: ``tests/data/local_judge_v2/`` (written separately, in deliberately varied styles:
+  answers of several sentences with pronouns, lists, hedges, units, same-subject trivia,
+  contradictions, absent facts).
+
+Claims are judged the way the nodes do it: one call per case with the answer's sentences in
+answer order (so a sentence can lean on the one before). Fully offline::
 
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py             # held-out table
-    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate # re-pick thresholds
+    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate # refit on calibration
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --json      # machine-readable
 
-The judge uses only its built-in word lists (no host lexicon), so every machine gets the same
-numbers. ``--calibrate`` runs :func:`nexagauge.judge.local_calibrate.calibrate` on the
-*calibration* half only and
-reports whether the result equals the shipped thresholds. The
-test ``tests/local/test_calibration.py`` imports this module and asserts the same thing plus
-held-out accuracy >= 0.85 on clear pairs.
+``--calibrate`` fits the decision models (:func:`nexagauge.judge.local_calibrate.fit_linear`)
+on the *calibration* halves only and prints them; the held-out halves are for reporting.
+``tests/local/test_calibration.py`` imports this module and asserts that the refit reproduces
+the shipped models and that held-out accuracy meets the targets.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import json
 import os
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,104 +39,146 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-TARGET_ACCURACY = 0.85
+V2 = Path(os.environ.get("NEXAGAUGE_JUDGE_V2_DATA", DATA / "local_judge_v2"))
+#: accuracy the held-out halves must reach (issue 17: >= 0.88 on text unlike the calibration set)
+TARGET_ACCURACY = 0.88
+#: the older, easier set keeps its own bar on clear pairs
+TARGET_V1_CLEAR = 0.85
 
-from nexagauge.judge.embeddings import create_embedder  # noqa: E402
-from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, calibrate  # noqa: E402
+from nexagauge.judge.local import LocalJudge  # noqa: E402
+from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, fit_linear, wilson  # noqa: E402
 from nexagauge.judge.local_decide import (  # noqa: E402
     CALIBRATED,
+    GROUNDING_FEATURES,
+    RELEVANCE_FEATURES,
+    GroundingFeatures,
     LocalThresholds,
+    RelevanceFeatures,
     decide_grounding,
     decide_relevance,
-    grounding_features,
 )
-from nexagauge.judge.segment import sentences  # noqa: E402
-from nexagauge.settings import EmbeddingSettings  # noqa: E402
+
+POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
+
+
+def load_rows(dataset: str, task: str) -> list[dict[str, Any]]:
+    """Rows of one set and task, each with ``set``; v2 rows keep their answer ``position``."""
+    path = DATA / f"{task}_pairs.jsonl" if dataset == "v1" else V2 / f"{task}.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
+    for k, r in enumerate(rows):
+        r["set"] = dataset
+        r.setdefault("position", k)
+    return rows
 
 
 def load_pairs(name: str) -> list[dict[str, Any]]:
+    """The v1 pairs of one task, as committed (the set's own tests compare them to the builder)."""
     path = DATA / f"{name}_pairs.jsonl"
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
 
 
 @dataclass
 class Prepared:
-    """Similarities computed once for every pair (the expensive part)."""
+    """Features of every row, computed once with the judge (the expensive part)."""
 
-    relevance: list[dict[str, Any]]
-    relevance_sims: list[float]
-    grounding: list[dict[str, Any]]
-    grounding_inputs: list[tuple[str, list[str], list[float]]]
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    features: dict[str, list[Any]] = field(default_factory=dict)
+    #: features of each claim judged alone (a one-sentence answer): calibration fits on both,
+    #: so a single correct answer is not judged by features that only exist in long answers
+    alone: dict[str, list[Any]] = field(default_factory=dict)
 
 
-async def prepare(embedder: Any = None) -> Prepared:
-    emb = embedder or create_embedder(EmbeddingSettings())
-    rel = load_pairs("relevance")
-    grd = load_pairs("grounding")
-    texts = [r["question"] for r in rel] + [r["claim"] for r in rel]
-    ctx_sents = {r["context"]: sentences(r["context"]) for r in grd}
-    texts += [s for ss in ctx_sents.values() for s in ss] + [r["claim"] for r in grd]
-    await emb.embed(texts)  # one batched pass; everything below hits the LRU
-    q = await emb.embed([r["question"] for r in rel])
-    c = await emb.embed([r["claim"] for r in rel])
-    rel_sims = [float(x) for x in (q * c).sum(axis=1)]
-    inputs: list[tuple[str, list[str], list[float]]] = []
-    for r in grd:
-        ss = ctx_sents[r["context"]]
-        v = await emb.embed([*ss, r["claim"]])
-        inputs.append((r["claim"], ss, [float(x) for x in v[:-1] @ v[-1]]))
-    return Prepared(rel, rel_sims, grd, inputs)
+def _cases(rows: list[dict[str, Any]], task: str) -> dict[tuple[str, str, str], list[int]]:
+    """Row indices per case (set, item, target), in answer order."""
+    key = "question" if task == "relevance" else "context"
+    out: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        out[(r["set"], r["item"], r[key])].append(i)
+    for idx in out.values():
+        idx.sort(key=lambda i: rows[i]["position"])
+    return out
+
+
+async def prepare(judge: LocalJudge | None = None, sets: Sequence[str] = ("v1", "v2")) -> Prepared:
+    judge = judge or LocalJudge()
+    prep = Prepared()
+    for task in ("relevance", "grounding"):
+        rows = [r for s in sets for r in load_rows(s, task)]
+        feats: list[Any] = [None] * len(rows)
+        for (_, _, target), idx in _cases(rows, task).items():
+            texts = [rows[i]["claim"] for i in idx]
+            if task == "relevance":
+                fs: Sequence[Any] = await judge.relevance_features(texts, target)
+            else:
+                fs = await judge.grounding_features(texts, target)
+            for i, f in zip(idx, fs, strict=True):
+                feats[i] = f
+        alone: list[Any] = []
+        for r in rows:
+            if task == "relevance":
+                alone += await judge.relevance_features([r["claim"]], r["question"])
+            else:
+                alone += await judge.grounding_features([r["claim"]], r["context"])
+        prep.rows[task], prep.features[task], prep.alone[task] = rows, feats, alone
+    return prep
 
 
 def calibrate_on(prep: Prepared, split: str = "calibration") -> LocalThresholds:
-    ri = [i for i, r in enumerate(prep.relevance) if r["split"] == split]
-    gi = [i for i, r in enumerate(prep.grounding) if r["split"] == split]
-    return calibrate(
-        [prep.relevance_sims[i] for i in ri],
-        [prep.relevance[i]["label"] == "on_topic" for i in ri],
-        [prep.grounding_inputs[i] for i in gi],
-        [prep.grounding[i]["label"] == "supported" for i in gi],
-        evidence_sentences=CALIBRATED.evidence_sentences,
-    )
+    """Fit both decision models on ``split`` (the calibration halves of every set)."""
+    models = {}
+    for task, names in (("relevance", RELEVANCE_FEATURES), ("grounding", GROUNDING_FEATURES)):
+        pairs = [(f.vector(), r["label"] == POSITIVE[task])
+                 for feats in (prep.features[task], prep.alone[task])
+                 for r, f in zip(prep.rows[task], feats, strict=True)
+                 if r["split"] == split]  # fmt: skip
+        models[task] = fit_linear([p for p, _ in pairs], [g for _, g in pairs], names)
+    return replace(CALIBRATED, relevance=models["relevance"], grounding=models["grounding"])
+
+
+def predict(task: str, f: Any, thr: LocalThresholds) -> bool:
+    if task == "relevance":
+        assert isinstance(f, RelevanceFeatures)
+        return decide_relevance(f, thr)
+    assert isinstance(f, GroundingFeatures)
+    return decide_grounding(f, thr)[0]
 
 
 @dataclass
 class Row:
+    set: str
     task: str
     subset: str
     stats: BinaryStats
 
+    @property
+    def ci(self) -> tuple[float, float]:
+        return wilson(self.stats.tp + self.stats.tn, self.stats.n)
+
 
 def evaluate(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list[Row]:
-    """Accuracy/kappa per task on ``split``: all pairs, clear pairs, and per kind (accuracy)."""
-    rows: list[Row] = []
-    rel = [
-        (r, s)
-        for r, s in zip(prep.relevance, prep.relevance_sims, strict=True)
-        if r["split"] == split
-    ]
-    grd = [
-        (r, x)
-        for r, x in zip(prep.grounding, prep.grounding_inputs, strict=True)
-        if r["split"] == split
-    ]
-    rel_pred = [(r, decide_relevance(s, thr), r["label"] == "on_topic") for r, s in rel]
-    grd_pred = [
-        (
-            r,
-            decide_grounding(grounding_features(c, ss, sims, thr.evidence_sentences), thr)[0],
-            r["label"] == "supported",
-        )
-        for r, (c, ss, sims) in grd
-    ]
-    for task, preds in (("relevance", rel_pred), ("grounding", grd_pred)):
-        rows.append(Row(task, "all", _stats(preds)))
-        rows.append(Row(task, "clear", _stats([p for p in preds if p[0]["clear"]])))
-        for kind in sorted({p[0]["kind"] for p in preds}):
-            rows.append(
-                Row(task, f"kind={kind}", _stats([p for p in preds if p[0]["kind"] == kind]))
-            )
-    return rows
+    """Accuracy (95% CI) and kappa per set and task on ``split``: all rows (claims judged in
+    their answer), the same claims each judged alone, clear rows, per kind."""
+    out: list[Row] = []
+    for task in ("relevance", "grounding"):
+        preds = [(r, predict(task, f, thr), r["label"] == POSITIVE[task])
+                 for r, f in zip(prep.rows[task], prep.features[task], strict=True)
+                 if r["split"] == split]  # fmt: skip
+        alone = [(r, predict(task, f, thr), r["label"] == POSITIVE[task])
+                 for r, f in zip(prep.rows[task], prep.alone[task], strict=True)
+                 if r["split"] == split]  # fmt: skip
+        for s in sorted({r["set"] for r, _, _ in preds}):
+            mine = [p for p in preds if p[0]["set"] == s]
+            out.append(Row(s, task, "all", _stats(mine)))
+            out.append(Row(s, task, "each claim alone",
+                           _stats([p for p in alone if p[0]["set"] == s])))  # fmt: skip
+            if s == "v1":
+                out.append(Row(s, task, "clear", _stats([p for p in mine if p[0]["clear"]])))
+            for kind in sorted({p[0]["kind"] for p in mine}):
+                out.append(Row(s, task, f"kind={kind}",
+                               _stats([p for p in mine if p[0]["kind"] == kind])))  # fmt: skip
+    return out
 
 
 def _stats(preds: Sequence[tuple[dict[str, Any], bool, bool]]) -> BinaryStats:
@@ -137,62 +186,68 @@ def _stats(preds: Sequence[tuple[dict[str, Any], bool, bool]]) -> BinaryStats:
 
 
 def table(rows: list[Row]) -> str:
-    out = [f"{'task':<10} {'subset':<18} {'n':>4} {'accuracy':>8} {'kappa':>6}"]
+    out = [f"{'set':<3} {'task':<10} {'subset':<30} {'n':>4} {'accuracy':>8} {'95% CI':>13} {'kappa':>6}"]
     for r in rows:
         kappa = "-" if r.subset.startswith("kind=") else f"{r.stats.kappa:.3f}"
+        lo, hi = r.ci
         out.append(
-            f"{r.task:<10} {r.subset:<18} {r.stats.n:>4} {r.stats.accuracy:>8.3f} {kappa:>6}"
+            f"{r.set:<3} {r.task:<10} {r.subset:<30} {r.stats.n:>4} {r.stats.accuracy:>8.3f} "
+            f"{f'{lo:.2f}-{hi:.2f}':>13} {kappa:>6}"
         )
     return "\n".join(out)
 
 
 def errors(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list[str]:
-    """The misjudged pairs of ``split`` (for inspecting failure modes)."""
+    """The misjudged rows of ``split`` (for inspecting failure modes)."""
     out = []
-    for r, s in zip(prep.relevance, prep.relevance_sims, strict=True):
-        if r["split"] == split and decide_relevance(s, thr) != (r["label"] == "on_topic"):
-            out.append(
-                f"relevance {r['kind']:<11} sim={s:.3f} Q={r['question']!r} C={r['claim']!r}"
-            )
-    for r, (c, ss, sims) in zip(prep.grounding, prep.grounding_inputs, strict=True):
-        f = grounding_features(c, ss, sims, thr.evidence_sentences)
-        if r["split"] == split and decide_grounding(f, thr)[0] != (r["label"] == "supported"):
-            out.append(f"grounding {r['kind']:<11} {f.as_dict()} C={c!r}")
+    for task in ("relevance", "grounding"):
+        model = thr.relevance if task == "relevance" else thr.grounding
+        for r, f in zip(prep.rows[task], prep.features[task], strict=True):
+            if r["split"] != split or predict(task, f, thr) == (r["label"] == POSITIVE[task]):
+                continue
+            vec = {k: round(v, 3) for k, v in f.vector().items() if v}
+            out.append(f"{r['set']} {task} {r['kind']:<14} score={model.score(f.vector()):+.2f} "
+                       f"{vec} C={r['claim']!r}")  # fmt: skip
     return out
+
+
+def meets_targets(rows: list[Row]) -> bool:
+    """v2 (unlike the calibration text): accuracy >= TARGET_ACCURACY per task; v1 clear pairs
+    >= TARGET_V1_CLEAR."""
+    ok = True
+    for r in rows:
+        if r.set == "v2" and r.subset == "all":
+            ok &= r.stats.accuracy >= TARGET_ACCURACY
+        if r.set == "v1" and r.subset == "clear":
+            ok &= r.stats.accuracy >= TARGET_V1_CLEAR
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--calibrate", action="store_true", help="re-pick thresholds on the calibration half"
-    )
-    ap.add_argument("--errors", action="store_true", help="list misjudged held-out pairs")
+    ap.add_argument("--calibrate", action="store_true", help="refit on the calibration halves")
+    ap.add_argument("--errors", action="store_true", help="list misjudged rows of --split")
+    ap.add_argument("--split", default="heldout", choices=["heldout", "calibration"])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     prep = asyncio.run(prepare())
-    t_embed = time.perf_counter() - t0
+    t_feat = time.perf_counter() - t0
     thr = CALIBRATED
     if args.calibrate:
         thr = calibrate_on(prep)
-        same = thr == CALIBRATED
-        print(f"calibrated on the calibration half: {thr}")
-        print("equals the shipped thresholds" if same else f"DIFFERS from {CALIBRATED}")
-    rows = evaluate(prep, thr)
+        print(f"fitted on the calibration halves:\n  relevance={thr.relevance}\n  grounding={thr.grounding}")
+        print("equals the shipped models" if thr == CALIBRATED else "DIFFERS from the shipped models")
+    rows = evaluate(prep, thr, args.split)
     if args.json:
-        print(json.dumps([{"task": r.task, "subset": r.subset, **asdict(r.stats)} for r in rows]))
+        print(json.dumps([{"set": r.set, "task": r.task, "subset": r.subset, "ci": r.ci,
+                           **asdict(r.stats)} for r in rows]))  # fmt: skip
     else:
-        n_rel = sum(1 for r in prep.relevance if r["split"] == "heldout")
-        n_grd = sum(1 for r in prep.grounding if r["split"] == "heldout")
-        print(
-            f"held-out half: {n_rel} claim/question pairs, {n_grd} claim/context pairs; "
-            f"thresholds {thr}; embedding+load {t_embed:.1f}s"
-        )
+        print(f"split={args.split}; judge {LocalJudge().describe()}; features {t_feat:.1f}s")
         print(table(rows))
     if args.errors:
-        print("\n".join(errors(prep, thr)))
-    clear = [r for r in rows if r.subset == "clear"]
-    return 0 if all(r.stats.accuracy >= TARGET_ACCURACY for r in clear) else 1
+        print("\n".join(errors(prep, thr, args.split)))
+    return 0 if meets_targets(rows) else 1
 
 
 if __name__ == "__main__":

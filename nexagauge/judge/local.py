@@ -1,14 +1,17 @@
 """The local judge: claims, relevance and grounding with embeddings and lexical checks, no API key.
 
 It is the default judge when no LLM endpoint is configured (``judge.mode = "auto"``) and runs
-fully offline on the packaged ``all-MiniLM-L6-v2`` model (:mod:`nexagauge.judge.embeddings`).
+fully offline on its packaged multilingual-e5-small model (:mod:`nexagauge.judge.local_e5`).
 It implements the task-level judge protocol of :mod:`nexagauge.judge.base`; the job is split in
 modules:
 
 - :mod:`~nexagauge.judge.local_lexical`: numbers, names, negation, content words (built-in word
   lists: verdicts never depend on what the host has installed);
-- :mod:`~nexagauge.judge.local_decide`: features and decisions, the calibrated thresholds;
-- :mod:`~nexagauge.judge.local_calibrate`: accuracy, kappa and threshold search;
+- :mod:`~nexagauge.judge.local_cues`: what a question asks for and a sentence gives,
+  continuation, trivia, filler, opposites, over-generalisation;
+- :mod:`~nexagauge.judge.local_decide`: features and the calibrated linear decision models;
+- :mod:`~nexagauge.judge.local_calibrate`: model fitting, accuracy, kappa, Wilson intervals;
+- :mod:`~nexagauge.judge.local_e5`: the judge's own embedder;
 - this module: claim extraction and the :class:`LocalJudge` itself.
 
 The judge gets what it needs - an embedder (or a factory for one, so the model loads on first
@@ -29,9 +32,12 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from nexagauge.judge.base import (
     LABEL_CONTRADICTED,
@@ -48,17 +54,22 @@ from nexagauge.judge.base import (
     RawVerdict,
     T,
 )
-from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, calibrate
+from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, fit_linear, wilson
+from nexagauge.judge.local_cues import is_continuation
 from nexagauge.judge.local_decide import (
     CALIBRATED,
     CALIBRATED_FOR,
     GroundingFeatures,
+    LinearModel,
     LocalThresholds,
-    _band,
+    RelevanceFeatures,
+    band,
     decide_grounding,
     decide_relevance,
     grounding_features,
+    relevance_features,
 )
+from nexagauge.judge.local_e5 import E5_NAME
 from nexagauge.judge.local_lexical import (
     LEXICON,
     content_words,
@@ -82,17 +93,21 @@ __all__ = [
     "LOCAL_JUDGE_VERSION",
     "BinaryStats",
     "GroundingFeatures",
+    "LinearModel",
     "LocalJudge",
     "LocalThresholds",
+    "RelevanceFeatures",
     "binary_stats",
-    "calibrate",
     "content_words",
     "decide_grounding",
     "decide_relevance",
     "entities",
+    "fit_linear",
     "grounding_features",
     "negation_count",
     "numbers",
+    "relevance_features",
+    "wilson",
 ]
 
 #: version of the local judge's method; goes into cache keys via ``CallInfo.prompt``
@@ -125,13 +140,22 @@ def _is_claim_unit(text: str) -> bool:
 
 
 
+def _uses_packaged_model(settings: Settings | None) -> bool:
+    """Whether the settings leave the embeddings at the packaged default (the judge then uses
+    its own calibrated model rather than the general embedding service)."""
+    if settings is None:
+        return True
+    e = settings.embeddings
+    return e.provider == "local" and not e.model_path
+
+
 class LocalJudge:
     """Embeddings + lexical checks behind the judge protocol (see module docstring).
 
-    Give it an ``embedder`` (tests), or an ``embedder_factory`` called on first use (the
-    runtime passes its process-wide service this way, so a run that never judges never loads
-    the model); with neither, ``settings.embeddings`` builds one. ``offload`` runs CPU work off
-    the event loop (default: :func:`asyncio.to_thread`).
+    By default it embeds with its packaged, calibrated model (:mod:`~.local_e5`, loaded on first
+    use). Give it an ``embedder`` (tests), or an ``embedder_factory`` called on first use for
+    configured non-default embeddings (the runtime passes its process-wide service this way).
+    ``offload`` runs CPU work off the event loop (default: :func:`asyncio.to_thread`).
     """
 
     kind = "local"
@@ -151,37 +175,43 @@ class LocalJudge:
         self._embedder_factory = embedder_factory
         self._offload_fn = offload
         self.thresholds = thresholds or CALIBRATED
-        model = settings.embeddings.model if settings is not None else "all-MiniLM-L6-v2"
-        self.model = f"local:{model}"
+        if embedder is None and _uses_packaged_model(settings):
+            self.model = E5_NAME
+        else:
+            model = settings.embeddings.model if settings is not None else "custom"
+            self.model = getattr(embedder, "name", None) or f"local:{model}"
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding service (built on first use)."""
+        """The embedding service (built on first use): the judge's packaged e5 model unless
+        the settings name other embeddings (``embeddings.provider = "openai"`` or a
+        ``model_path``), which are then used as configured and marked uncalibrated."""
         if self._embedder is None:
-            if self._embedder_factory is not None:
+            es = self.settings.embeddings if self.settings is not None else None
+            if _uses_packaged_model(self.settings):
+                from nexagauge.judge.local_e5 import create_e5_embedder
+
+                self._embedder = create_e5_embedder(es)
+            elif self._embedder_factory is not None:
                 self._embedder = self._embedder_factory()
             else:
                 from nexagauge.judge.embeddings import create_embedder
 
-                self._embedder = create_embedder(
-                    self.settings.embeddings if self.settings is not None else None
-                )
+                self._embedder = create_embedder(es)
         return self._embedder
 
     def method(self) -> str:
-        """Version and thresholds in one string (cache keys never mix calibrations)."""
-        t = self.thresholds
-        return (
-            f"{LOCAL_JUDGE_VERSION}:{t.relevance_similarity}/{t.grounding_similarity}/"
-            f"{t.grounding_coverage}/{t.evidence_sentences}/{t.lexicon}"
-        )
+        """Version, calibration and a digest of the decision models (cache keys never mix
+        calibrations)."""
+        digest = hashlib.sha256(repr(self.thresholds).encode()).hexdigest()[:12]
+        return f"{LOCAL_JUDGE_VERSION}:{CALIBRATION_VERSION}:{self.thresholds.lexicon}:{digest}"
 
     def describe(self) -> str:
         """One line naming the variant: judge, embedder, lexicon and calibration.
 
         Example:
             >>> LocalJudge(embedder=my_embedder).describe()          # doctest: +SKIP
-            'local:all-MiniLM-L6-v2 lexicon=builtin.v1 calibration=cal.2026-11-a'
+            'local:multilingual-e5-small-q4 lexicon=builtin.v1 calibration=cal.2026-11-a'
         """
         m = self.result_meta()
         return f"{m['embedder']} lexicon={m['lexicon']} calibration={m['calibration']}"
@@ -275,45 +305,91 @@ class LocalJudge:
             )
         return ClaimJudgement(verdicts=verdicts, reasoning=reasoning, info=self._info())
 
+    async def _queries(self, texts: list[str]) -> np.ndarray:
+        """Query vectors (asymmetric models embed questions differently), else plain ones."""
+        emb = self.embedder
+        fn = getattr(emb, "embed_queries", None)
+        return await (fn(texts) if callable(fn) else emb.embed(texts))
+
+    async def _with_previous(self, texts: list[str]) -> dict[int, str]:
+        """Claim ``i`` read after claim ``i - 1``, for claims that lean on the one before."""
+        return {
+            i: f"{texts[i - 1]} {t}" for i, t in enumerate(texts) if i > 0 and is_continuation(t)
+        }
+
+    async def relevance_features(self, texts: list[str], question: str) -> list[RelevanceFeatures]:
+        """The features the relevance decision uses, claims in answer order (also for
+        calibration: the same code path as :meth:`judge_claims`)."""
+        q = (await self._queries([question]))[0]
+        joined = await self._with_previous(texts)
+        vecs = await self.embedder.embed([*texts, *joined.values()])
+        sims = (vecs[: len(texts)] @ q).astype(float)
+        ctx_vals = (vecs[len(texts):] @ q).astype(float) if joined else np.zeros(0)
+        ctx: list[float | None] = [None] * len(texts)
+        for k, i in enumerate(joined):
+            ctx[i] = float(ctx_vals[k])
+        own = vecs[: len(texts)]
+        cohesion = [0.0] * len(texts)
+        if len(texts) > 1:
+            total = own.sum(axis=0)
+            for i in range(len(texts)):
+                rest = total - own[i]
+                norm = float(np.linalg.norm(rest))
+                cohesion[i] = float(own[i] @ rest) / norm if norm else 0.0
+            mean_c = sum(cohesion) / len(cohesion)
+            cohesion = [c - mean_c for c in cohesion]  # relative: 0 for a one-sentence answer
+        return relevance_features(question, texts, sims, ctx, cohesion)
+
+    async def grounding_features(self, texts: list[str], context: str) -> list[GroundingFeatures]:
+        """The features the grounding decision uses, claims in answer order (also for
+        calibration)."""
+        ctx = sentences(context)
+        if not ctx:
+            raise ValueError("context has no sentences")
+        joined = await self._with_previous(texts)
+        passages = await self.embedder.embed([*ctx, *texts, *joined.values()])
+        cv = passages[: len(ctx)]
+        sim = passages[len(ctx) : len(ctx) + len(texts)] @ cv.T
+        jsim = passages[len(ctx) + len(texts) :] @ cv.T
+        qsim = (await self._queries(texts)) @ cv.T
+        gains = [0.0] * len(texts)
+        for k, i in enumerate(joined):
+            gains[i] = max(0.0, float(jsim[k].max()) - float(sim[i].max()))
+        n_ev = self.thresholds.evidence_sentences
+        feats: list[GroundingFeatures] = await self._offload(
+            lambda: [
+                grounding_features(t, ctx, sim[i], n_ev, qsim[i], gains[i])
+                for i, t in enumerate(texts)
+            ]
+        )
+        return feats
+
     async def _relevance(
         self, texts: list[str], target: str, knobs: RelevanceConfig | GroundingConfig
     ) -> list[RawVerdict]:
-        vecs = await self.embedder.embed([target, *texts])
-        sims = (vecs[1:] @ vecs[0]).astype(float)
-        thr = self.thresholds.relevance_similarity
         out = []
-        for s in sims:
-            ok = decide_relevance(float(s), self.thresholds)
-            raw = _band(float(s), thr, ok) if knobs.scoring_mode == ScoringMode.SCALE else int(ok)
-            reason = None
-            if knobs.include_reasoning:
-                reason = f"similarity to input {s:.3f} {'>=' if ok else '<'} threshold {thr:.2f}"
+        for f in await self.relevance_features(texts, target):
+            score = self.thresholds.relevance.score(f.vector())
+            ok = score >= 0
+            raw = band(score, ok) if knobs.scoring_mode == ScoringMode.SCALE else int(ok)
+            reason = _relevance_reason(f, score) if knobs.include_reasoning else None
             out.append(RawVerdict(raw=raw, label=LABEL_YES if ok else LABEL_NO, reason=reason))
         return out
 
     async def _grounding(
         self, texts: list[str], target: str, knobs: RelevanceConfig | GroundingConfig
     ) -> list[RawVerdict]:
-        ctx = sentences(target)
-        if not ctx:
-            raise ValueError("context has no sentences")
-        vecs = await self.embedder.embed([*ctx, *texts])
-        sim = vecs[len(ctx):] @ vecs[: len(ctx)].T
         thr = self.thresholds
-        feats: list[GroundingFeatures] = await self._offload(
-            lambda: [
-                grounding_features(t, ctx, sim[i], thr.evidence_sentences)
-                for i, t in enumerate(texts)
-            ]
-        )
+        ctx = sentences(target)
         out = []
-        for f in feats:
+        for f in await self.grounding_features(texts, target):
             ok, label = decide_grounding(f, thr)
+            score = thr.grounding.score(f.vector())
             if knobs.scoring_mode == ScoringMode.SCALE:
-                raw = 1 if label == LABEL_CONTRADICTED else _band(f.similarity, thr.grounding_similarity, ok)
+                raw = 1 if label == LABEL_CONTRADICTED else band(score, ok)
             else:
                 raw = int(ok)
-            reason = _grounding_reason(f, ok, thr, ctx) if knobs.include_reasoning else None
+            reason = _grounding_reason(f, ok, score, ctx) if knobs.include_reasoning else None
             out.append(RawVerdict(raw=raw, label=label, reason=reason))
         return out
 
@@ -336,21 +412,35 @@ class LocalJudge:
         return None
 
 
+def _relevance_reason(f: RelevanceFeatures, score: float) -> str:
+    cues = [n for n in ("type_match", "type_missing", "trivia", "filler", "continuation")
+            if getattr(f, n)]  # fmt: skip
+    verdict = "on-topic" if score >= 0 else "off-topic"
+    return (
+        f"{verdict} (score {score:+.2f}): similarity to input {f.sim:.3f}"
+        + (f", with the previous sentence +{f.ctx_gain:.3f}" if f.ctx_gain else "")
+        + (f"; cues: {', '.join(cues)}" if cues else "")
+    )
+
+
 def _grounding_reason(
-    f: GroundingFeatures, ok: bool, thr: LocalThresholds, ctx: Sequence[str]
+    f: GroundingFeatures, ok: bool, score: float, ctx: Sequence[str]
 ) -> str:
     best = ctx[f.evidence[0]] if f.evidence else ""
     parts = [f"best context sentence (similarity {f.similarity:.3f}): {best!r}"]
     if ok:
-        return "supported; " + parts[0]
-    if f.similarity < thr.grounding_similarity:
-        parts.append(f"similarity below {thr.grounding_similarity:.2f}")
+        return f"supported (score {score:+.2f}); " + parts[0]
+    parts.insert(0, f"score {score:+.2f}")
     if f.missing_numbers:
-        parts.append(f"numbers not in evidence: {', '.join(f.missing_numbers)}")
+        parts.append(f"numbers not in the context: {', '.join(f.missing_numbers)}")
     if f.missing_entities:
-        parts.append(f"names not in evidence: {', '.join(f.missing_entities)}")
+        parts.append(f"names not in the context: {', '.join(f.missing_entities)}")
     if f.negation_mismatch:
         parts.append("negation differs from the evidence")
-    if f.coverage < thr.grounding_coverage:
-        parts.append(f"only {f.coverage:.0%} of content words in evidence")
+    if f.antonyms:
+        parts.append(f"the evidence says the opposite of: {', '.join(f.antonyms)}")
+    if f.overgeneral:
+        parts.append("generalises what the evidence qualifies")
+    if f.coverage < 1.0:
+        parts.append(f"{f.coverage:.0%} of content words in the evidence")
     return "; ".join(parts)

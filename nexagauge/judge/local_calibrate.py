@@ -1,7 +1,7 @@
-"""Calibration of the local judge: accuracy, Cohen's kappa and threshold search on labelled pairs.
+"""Calibration of the local judge: accuracy, Cohen's kappa, confidence intervals, model fitting.
 
 Used by ``bench/local_judge_accuracy.py`` and ``tests/local/test_calibration.py`` to (re)pick the
-shipped thresholds on the *calibration* split only and to report held-out accuracy.
+shipped decision models on the *calibration* split only and to report held-out accuracy.
 
 Example:
     >>> binary_stats([True, False], [True, True]).accuracy
@@ -11,15 +11,12 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nexagauge.judge.local_decide import (
-    LocalThresholds,
-    decide_grounding,
-    decide_relevance,
-    grounding_features,
-)
+import numpy as np
+
+from nexagauge.judge.local_decide import LinearModel
 
 
 @dataclass(frozen=True)
@@ -58,68 +55,61 @@ def binary_stats(pred: Sequence[bool], gold: Sequence[bool]) -> BinaryStats:
     return BinaryStats(n, po, kappa, tp, tn, fp, fn)
 
 
-def _grid(lo: float, hi: float, step: float) -> list[float]:
-    k = round((hi - lo) / step)
-    return [round(lo + i * step, 4) for i in range(k + 1)]
+def wilson(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion ``correct / n``.
 
-
-def calibrate(
-    relevance_sims: Sequence[float],
-    relevance_gold: Sequence[bool],
-    grounding_inputs: Sequence[tuple[str, Sequence[str], Sequence[float]]],
-    grounding_gold: Sequence[bool],
-    evidence_sentences: int = 2,
-) -> LocalThresholds:
-    """Pick thresholds that maximize accuracy on labelled pairs (use the calibration half only).
-
-    Ties are broken towards the middle of the best plateau (robust to small shifts).
-    ``grounding_inputs`` are ``(claim, context_sentences, similarities)``.
+    Example:
+        >>> [round(x, 3) for x in wilson(45, 50)]
+        [0.786, 0.957]
     """
-    grid = _grid(0.10, 0.90, 0.01)
-    accs = [
-        binary_stats([decide_relevance(s, LocalThresholds(t, 0, 0)) for s in relevance_sims],
-                     relevance_gold).accuracy
-        for t in grid
-    ]
-    t_rel = _middle_of_best(grid, accs)
-
-    feats = [
-        grounding_features(c, ss, sims, evidence_sentences)
-        for c, ss, sims in grounding_inputs
-    ]
-    best: tuple[float, float, float] | None = None
-    results: dict[tuple[float, float], float] = {}
-    cov_grid = _grid(0.30, 1.00, 0.05)
-    for ts in _grid(0.30, 0.90, 0.01):
-        for tc in cov_grid:
-            thr = LocalThresholds(t_rel, ts, tc, evidence_sentences)
-            acc = binary_stats([decide_grounding(f, thr)[0] for f in feats], grounding_gold).accuracy
-            results[(ts, tc)] = acc
-            if best is None or acc > best[0] + 1e-12:
-                best = (acc, ts, tc)
-    assert best is not None
-    top = best[0]
-    # choose the coverage with the widest similarity plateau at the top accuracy, then its middle
-    best_tc, best_ts, best_width = best[2], best[1], -1
-    for tc in cov_grid:
-        ts_ok = [ts for (ts, c), a in results.items() if c == tc and abs(a - top) < 1e-12]
-        if ts_ok and len(ts_ok) > best_width:
-            best_width, best_tc, best_ts = len(ts_ok), tc, ts_ok[len(ts_ok) // 2]
-    return LocalThresholds(t_rel, best_ts, best_tc, evidence_sentences)
+    if n == 0:
+        return (math.nan, math.nan)
+    p = correct / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
 
 
-def _middle_of_best(grid: list[float], accs: list[float]) -> float:
-    top = max(accs)
-    # longest run of consecutive grid points at the top accuracy, then its middle
-    runs: list[list[float]] = []
-    cur: list[float] = []
-    for t, a in zip(grid, accs, strict=True):
-        if abs(a - top) < 1e-12:
-            cur.append(t)
-        elif cur:
-            runs.append(cur)
-            cur = []
-    if cur:
-        runs.append(cur)
-    run = max(runs, key=len)
-    return run[len(run) // 2]
+def fit_linear(
+    rows: Sequence[Mapping[str, float]],
+    gold: Sequence[bool],
+    names: Sequence[str],
+    l2: float = 1.0,
+    iterations: int = 50,
+) -> LinearModel:
+    """Logistic regression (Newton's method, L2 penalty on standardized features) -> a
+    :class:`LinearModel` in raw feature units, weights rounded to 3 decimals.
+
+    Use the calibration split only. Deterministic: same rows, same weights.
+
+    Example:
+        >>> m = fit_linear([{"x": 0.0}, {"x": 1.0}, {"x": 0.1}, {"x": 0.9}], [False, True, False, True], ["x"])
+        >>> m.score({"x": 1.0}) > 0 > m.score({"x": 0.0})
+        True
+    """
+    if len(rows) != len(gold) or not rows:
+        raise ValueError("fit_linear needs as many labels as rows, and at least one")
+    x = np.array([[float(r[n]) for n in names] for r in rows], dtype=np.float64)
+    y = np.array([1.0 if g else 0.0 for g in gold])
+    mu = x.mean(axis=0)
+    sd = x.std(axis=0)
+    sd[sd == 0] = 1.0
+    z = np.hstack([np.ones((len(x), 1)), (x - mu) / sd])
+    w = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2)
+    penalty[0] = 0.0  # the intercept is not shrunk
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -30, 30)))
+        grad = z.T @ (p - y) + penalty * w
+        hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if float(np.abs(step).max()) < 1e-10:
+            break
+    raw = w[1:] / sd
+    bias = w[0] - float((w[1:] * mu / sd).sum())
+    return LinearModel(
+        bias=round(float(bias), 3),
+        weights=tuple((n, round(float(v), 3)) for n, v in zip(names, raw, strict=True)),
+    )

@@ -1,12 +1,19 @@
 """Features and decisions of the local judge (pure functions; also used by calibration).
 
-- relevance: a claim is on-topic when ``cos(claim, input) >= relevance_similarity``;
-- grounding: the claim's evidence is the ``evidence_sentences`` context sentences most similar
-  to it; it is *supported* only when the best similarity reaches ``grounding_similarity``, every
-  number and mid-sentence name of the claim occurs in the evidence, its negation polarity
-  matches an evidence sentence, and at least ``grounding_coverage`` of its content words occur
-  in the evidence (light stemming). A similar claim failing the number/name/negation checks is
-  ``contradicted``, other failures ``not_supported``.
+Each claim is described by a few named features and decided by a small linear model whose
+weights were fitted on the *calibration* split of the labelled sets
+(:func:`nexagauge.judge.local_calibrate.fit_linear`) - accepted when the weighted sum is >= 0.
+
+- **relevance** (:class:`RelevanceFeatures`): query->passage similarity of the claim to the
+  question (and of the claim read with the sentence before it, when it leans on that sentence:
+  "It works best with food"), its gap to the answer's best sentence, whether it gives the kind
+  of information the question asks for (a duration, a number, a reason, an instruction, a
+  verdict - :mod:`~nexagauge.judge.local_cues`), and cues for same-subject trivia and filler;
+- **grounding** (:class:`GroundingFeatures`): similarity of the claim to its best context
+  sentences, content-word coverage (light stemming), and the checks that similarity cannot make:
+  numbers (unit-aware: "25 mm" = "2.5 cm"), mid-sentence names, negation polarity, opposites
+  ("slower" for "faster") and over-generalisation ("every" where the context says "above 500
+  euros"). A rejected claim failing a check is ``contradicted``, else ``not_supported``.
 
 Example:
     >>> f = grounding_features("The tower is in Lyon.", ["The tower is in Paris."], [0.93])
@@ -16,13 +23,24 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nexagauge.judge.base import LABEL_CONTRADICTED, LABEL_NOT_SUPPORTED, LABEL_SUPPORTED
+from nexagauge.judge.local_cues import (
+    SATISFIES,
+    answer_types,
+    antonym_conflicts,
+    is_continuation,
+    is_filler,
+    is_trivia,
+    overgeneralises,
+    question_type,
+)
 from nexagauge.judge.local_lexical import (
     _HEDGES,
     LEXICON,
@@ -34,33 +52,105 @@ from nexagauge.judge.local_lexical import (
     entities,
     negation_count,
     numbers,
+    quantity_supported,
 )
+
+RELEVANCE_FEATURES = (
+    "sim", "ctx_gain", "sim_gap", "sim_vs_mean", "cohesion", "type_match", "type_missing",
+    "trivia", "filler", "continuation", "overlap",
+)  # fmt: skip
+GROUNDING_FEATURES = (
+    "sim", "qsim", "ctx_gain", "coverage", "coverage_all", "missing_words", "missing_numbers",
+    "missing_entities", "negation_mismatch", "antonyms", "overgeneral",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """``accept = bias + sum(weights[name] * feature[name]) >= 0``."""
+
+    bias: float
+    weights: tuple[tuple[str, float], ...]
+
+    def score(self, features: Mapping[str, float]) -> float:
+        return self.bias + sum(w * float(features[n]) for n, w in self.weights)
 
 
 @dataclass(frozen=True)
 class LocalThresholds:
-    """Decision thresholds of the local judge (cosine similarities in [-1, 1], coverage in [0, 1])."""
+    """The calibrated decision models of the local judge (named for history: once thresholds)."""
 
-    relevance_similarity: float
-    grounding_similarity: float
-    grounding_coverage: float
+    relevance: LinearModel
+    grounding: LinearModel
     evidence_sentences: int = 2
-    #: the word lists the thresholds were calibrated with (:data:`~.local_lexical.LEXICON`)
+    #: the word lists the models were calibrated with (:data:`~.local_lexical.LEXICON`)
     lexicon: str = LEXICON
 
-#: the embedding backend the thresholds below were calibrated with
-CALIBRATED_FOR = "local:all-MiniLM-L6-v2"
 
-#: Picked by :func:`nexagauge.judge.local_calibrate.calibrate` on the calibration split with the
-#: packaged all-MiniLM-L6-v2 (``bench/local_judge_accuracy.py --calibrate`` recomputes them;
-#: ``tests/local/test_calibration.py`` fails if they drift).
+#: the embedding backend the models below were calibrated with
+CALIBRATED_FOR = "local:multilingual-e5-small-q4"
+
+#: Fitted by :func:`nexagauge.judge.local_calibrate.fit_linear` on the calibration splits of
+#: ``tests/data/*_pairs.jsonl`` and ``tests/data/local_judge_v2/`` with the packaged e5 model
+#: (``bench/local_judge_accuracy.py --calibrate`` recomputes them; ``tests/local/
+#: test_calibration.py`` fails if they drift).
 CALIBRATED = LocalThresholds(
-    relevance_similarity=0.39,
-    grounding_similarity=0.41,
-    grounding_coverage=0.45,
-    evidence_sentences=2,
-    lexicon=LEXICON,
-)
+    relevance=LinearModel(
+        bias=-26.703,
+        weights=(
+            ("sim", 32.978),
+            ("ctx_gain", 26.191),
+            ("sim_gap", -1.681),
+            ("sim_vs_mean", 5.716),
+            ("cohesion", 61.803),
+            ("type_match", 0.695),
+            ("type_missing", -0.229),
+            ("trivia", -0.85),
+            ("filler", -4.336),
+            ("continuation", -0.89),
+            ("overlap", -0.551),
+        ),
+    ),
+    grounding=LinearModel(
+        bias=-24.195,
+        weights=(
+            ("sim", 19.265),
+            ("qsim", 12.422),
+            ("ctx_gain", 10.807),
+            ("coverage", -1.044),
+            ("coverage_all", -2.77),
+            ("missing_words", -0.439),
+            ("missing_numbers", -3.012),
+            ("missing_entities", -2.076),
+            ("negation_mismatch", -0.539),
+            ("antonyms", -1.703),
+            ("overgeneral", -1.901),
+        ),
+    ),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RelevanceFeatures:
+    """Why a claim is (not) on-topic."""
+
+    sim: float
+    ctx_gain: float = 0.0
+    sim_gap: float = 0.0
+    #: similarity minus the answer's mean similarity to the question
+    sim_vs_mean: float = 0.0
+    #: similarity to the rest of the answer minus the answer's mean (off-topic sentences stand
+    #: apart; 0 for a one-sentence answer)
+    cohesion: float = 0.0
+    type_match: float = 0.0
+    type_missing: float = 0.0
+    trivia: float = 0.0
+    filler: float = 0.0
+    continuation: float = 0.0
+    overlap: float = 0.0
+
+    def vector(self) -> dict[str, float]:
+        return {n: float(getattr(self, n)) for n in RELEVANCE_FEATURES}
 
 
 @dataclass(frozen=True)
@@ -74,13 +164,108 @@ class GroundingFeatures:
     coverage: float = 1.0
     missing_words: list[str] = field(default_factory=list)
     negation_mismatch: bool = False
+    antonyms: list[str] = field(default_factory=list)
+    overgeneral: bool = False
+    #: coverage of the claim's content words by the whole context
+    coverage_all: float = 1.0
+    #: query->passage similarity (``None``: use ``similarity``)
+    qsim: float | None = None
+    #: similarity gained by reading the claim after the sentence before it
+    ctx_gain: float = 0.0
+
+    @property
+    def conflict(self) -> bool:
+        """A check that similarity cannot make failed (number, name, negation, opposite)."""
+        return bool(
+            self.missing_numbers or self.missing_entities or self.negation_mismatch
+            or self.antonyms
+        )  # fmt: skip
+
+    def vector(self) -> dict[str, float]:
+        return {
+            "sim": self.similarity,
+            "qsim": self.similarity if self.qsim is None else self.qsim,
+            "ctx_gain": self.ctx_gain,
+            "coverage": self.coverage,
+            "coverage_all": self.coverage_all,
+            "missing_words": float(min(4, len(self.missing_words))),
+            "missing_numbers": float(min(2, len(self.missing_numbers))),
+            "missing_entities": float(min(2, len(self.missing_entities))),
+            "negation_mismatch": float(self.negation_mismatch),
+            "antonyms": float(min(2, len(self.antonyms))),
+            "overgeneral": float(self.overgeneral),
+        }
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["similarity"] = round(self.similarity, 4)
-        d["coverage"] = round(self.coverage, 4)
+        for k in ("similarity", "coverage", "coverage_all", "qsim", "ctx_gain"):
+            if d[k] is not None:
+                d[k] = round(d[k], 4)
         return d
 
+
+#: question types whose answers must carry a recognisable kind of information
+_SPECIFIC = frozenset({"duration", "frequency", "quantity", "time", "place", "person"})
+
+
+def relevance_features(
+    question: str,
+    claims: Sequence[str],
+    similarities: Sequence[float] | np.ndarray,
+    context_similarities: Sequence[float | None] | None = None,
+    cohesion: Sequence[float] | None = None,
+) -> list[RelevanceFeatures]:
+    """Features of each claim of one answer (in answer order) against the question.
+
+    ``similarities[i]``: query->passage similarity of the question and claim ``i``;
+    ``context_similarities[i]``: the same for claim ``i`` read after claim ``i - 1`` (``None``
+    where the claim does not lean on the one before it); ``cohesion[i]``: similarity of claim
+    ``i`` to the mean of the other claims, relative to the answer's mean.
+
+    Example:
+        >>> fs = relevance_features("How often should I feed it?", ["Feed it twice a day."], [0.8])
+        >>> (fs[0].type_match, fs[0].type_missing)
+        (1.0, 0.0)
+    """
+    sims = [float(x) for x in similarities]
+    ctx = list(context_similarities) if context_similarities is not None else [None] * len(sims)
+    qtype = question_type(question)
+    wanted = SATISFIES.get(qtype, frozenset())
+    qwords = {_stem(w) for w in content_words(question)}
+    top = max(sims) if sims else 0.0
+    mean = sum(sims) / len(sims) if sims else 0.0
+    coh = list(cohesion) if cohesion is not None else [0.0] * len(sims)
+    out = []
+    for i, (text, sim) in enumerate(zip(claims, sims, strict=True)):
+        cont = i > 0 and is_continuation(text)
+        c = ctx[i]
+        gain = max(0.0, float(c) - sim) if cont and c is not None else 0.0
+        types = answer_types(text)
+        words = content_words(text)
+        overlap = (
+            sum(1 for w in words if _stem(w) in qwords) / len(qwords) if qwords and words else 0.0
+        )
+        out.append(
+            RelevanceFeatures(
+                sim=sim,
+                ctx_gain=gain,
+                sim_gap=top - max(sim, sim + gain),
+                sim_vs_mean=sim - mean,
+                cohesion=float(coh[i]),
+                type_match=float(bool(wanted & types)),
+                type_missing=float(qtype in _SPECIFIC and not wanted & types),
+                trivia=float(is_trivia(text, question)),
+                filler=float(is_filler(text)),
+                continuation=float(cont),
+                overlap=min(1.0, overlap),
+            )
+        )
+    return out
+
+
+def _coverage(words: list[str], stems: set[str]) -> tuple[float, list[str]]:
+    missing = [w for w in words if not _word_in(w, stems)]
+    return (max(0.0, 1.0 - len(missing) / len(words)) if words else 1.0), missing
 
 
 def grounding_features(
@@ -88,37 +273,48 @@ def grounding_features(
     context_sentences: Sequence[str],
     similarities: Sequence[float] | np.ndarray,
     evidence_sentences: int = 2,
+    qsims: Sequence[float] | np.ndarray | None = None,
+    ctx_gain: float = 0.0,
 ) -> GroundingFeatures:
     """Lexical checks of ``claim`` against its most similar context sentences.
 
-    ``similarities[i]`` is ``cos(claim, context_sentences[i])``.
+    ``similarities[i]`` is ``cos(claim, context_sentences[i])``; ``qsims[i]`` the query->passage
+    similarity (asymmetric models), ``ctx_gain`` what reading the claim after the sentence before
+    it adds.
     """
     sims = np.asarray(similarities, dtype=np.float32)
     if len(context_sentences) == 0 or sims.size == 0:
-        return GroundingFeatures(similarity=-1.0, evidence=[], coverage=0.0)
+        return GroundingFeatures(similarity=-1.0, evidence=[], coverage=0.0, coverage_all=0.0)
     order = [int(i) for i in np.argsort(-sims, kind="stable")[: max(1, evidence_sentences)]]
     best = order[0]
     ev_text = " ".join(context_sentences[i] for i in order)
+    all_text = " ".join(context_sentences)
     ev_tokens = _tokens(ev_text)
     ev_stems = {_stem(t) for t in ev_tokens}
+    all_stems = {_stem(t) for t in _tokens(all_text)}
     ev_lower = {t.lower() for t in ev_tokens}
 
     hedged = any(t.lower() in _HEDGES for t in _tokens(claim))
-    ev_numbers = numbers(ev_text)
+    ev_numbers = numbers(all_text)
     missing_numbers = sorted(
-        n for n in numbers(claim) if not _number_supported(n, ev_numbers, hedged)
-    )
+        n for n in numbers(claim)
+        if not _number_supported(n, ev_numbers, hedged)
+        and not quantity_supported(_raw_of(n), claim, all_text, hedged)
+        and not (n == "1" and not _DIGIT_ONE.search(claim))  # "one of the symptoms"
+    )  # fmt: skip
     missing_entities = [
         e for e in dict.fromkeys(entities(claim))
-        if e.lower() not in ev_lower and not _word_in(e, ev_stems)
-    ]
+        if e.lower() not in ev_lower and not _word_in(e, all_stems)
+    ]  # fmt: skip
     words = content_words(claim)
-    missing_words = [w for w in words if not _word_in(w, ev_stems)]
-    penalty = len(missing_words)
-    coverage = max(0.0, 1.0 - penalty / len(words)) if words else 1.0
-    # polarity must agree with at least one evidence sentence ("not X" vs "X")
+    coverage, missing_words = _coverage(words, ev_stems)
+    coverage_all, _ = _coverage(words, all_stems)
+    # polarity must agree with the best evidence sentence ("not X" vs "X")
     claim_neg = negation_count(claim) > 0
-    neg_mismatch = all((negation_count(context_sentences[i]) > 0) != claim_neg for i in order)
+    neg_mismatch = (negation_count(context_sentences[best]) > 0) != claim_neg
+    q = None
+    if qsims is not None and len(qsims):
+        q = float(np.max(np.asarray(qsims, dtype=np.float32)))
     return GroundingFeatures(
         similarity=float(sims[best]),
         evidence=order,
@@ -127,28 +323,36 @@ def grounding_features(
         coverage=coverage,
         missing_words=missing_words,
         negation_mismatch=neg_mismatch,
+        antonyms=antonym_conflicts(claim, ev_text),
+        overgeneral=overgeneralises(claim, ev_text),
+        coverage_all=coverage_all,
+        qsim=q,
+        ctx_gain=ctx_gain,
     )
+
+
+_DIGIT_ONE = re.compile(r"(?<![\d.,])1(?![\d,]*\d)")
+
+
+def _raw_of(canon: str) -> str:
+    return canon.lstrip("#")
 
 
 def decide_grounding(f: GroundingFeatures, thr: LocalThresholds) -> tuple[bool, str]:
     """``(supported, label)`` with label ``supported`` / ``contradicted`` / ``not_supported``."""
-    similar = f.similarity >= thr.grounding_similarity
-    conflict = bool(f.missing_numbers or f.missing_entities or f.negation_mismatch)
-    if similar and not conflict and f.coverage >= thr.grounding_coverage:
+    if thr.grounding.score(f.vector()) >= 0:
         return True, LABEL_SUPPORTED
-    if similar and conflict:
-        return False, LABEL_CONTRADICTED
-    return False, LABEL_NOT_SUPPORTED
+    return False, LABEL_CONTRADICTED if f.conflict else LABEL_NOT_SUPPORTED
 
 
-def decide_relevance(similarity: float, thr: LocalThresholds) -> bool:
-    """Whether a claim with ``cos(claim, input) = similarity`` is on-topic."""
-    return similarity >= thr.relevance_similarity
+def decide_relevance(f: RelevanceFeatures, thr: LocalThresholds) -> bool:
+    """Whether the claim described by ``f`` is on-topic."""
+    return thr.relevance.score(f.vector()) >= 0
 
 
-def _band(similarity: float, threshold: float, accepted: bool) -> int:
-    """A 1-5 raw score consistent with the binary decision (>= 4 accepted, <= 2 rejected)."""
+def band(score: float, accepted: bool) -> int:
+    """A 1-5 raw score consistent with the binary decision (>= 4 accepted, <= 2 rejected), by
+    the model's margin (``score`` is the linear model's log-odds)."""
     if accepted:
-        return 5 if similarity >= threshold + 0.15 else 4
-    return 2 if similarity >= threshold - 0.1 else 1
-
+        return 5 if score >= 2.0 else 4
+    return 2 if score >= -2.0 else 1

@@ -176,3 +176,107 @@ def negation_count(text: str) -> int:
     n = len(re.findall(r"n't\b", t))
     n += sum(1 for w in re.findall(r"[a-z]+", t.replace("n't", " ")) if w in _NEGATIONS)
     return n
+
+
+# --------------------------------------------------------------------------------------------
+# Quantities with units ("25 mm" = "2.5 cm", "three days" = "72 hours")
+# --------------------------------------------------------------------------------------------
+_UNITS: dict[str, tuple[str, float]] = {}
+for _names, _dim, _factor in (
+    ("mm millimetre millimetres millimeter millimeters", "length", 1e-3),
+    ("cm centimetre centimetres centimeter centimeters", "length", 1e-2),
+    ("m metre metres meter meters", "length", 1.0),
+    ("km kilometre kilometres kilometer kilometers", "length", 1e3),
+    ("mile miles", "length", 1609.344),
+    ("mg milligram milligrams", "mass", 1e-3),
+    ("g gram grams", "mass", 1.0),
+    ("kg kilogram kilograms kilo kilos", "mass", 1e3),
+    ("s sec secs second seconds", "time", 1.0),
+    ("min mins minute minutes", "time", 60.0),
+    ("h hr hrs hour hours", "time", 3600.0),
+    ("day days", "time", 86400.0),
+    ("week weeks", "time", 604800.0),
+    ("fortnight fortnights", "time", 1209600.0),
+    ("month months", "time", 2629800.0),
+    ("year years", "time", 31557600.0),
+    ("% percent", "percent", 1.0),
+    ("ml millilitre millilitres milliliter milliliters", "volume", 1e-3),
+    ("l litre litres liter liters", "volume", 1.0),
+):
+    for _n in _names.split():
+        _UNITS[_n] = (_dim, _factor)
+_PER_TIME = {"s": 1.0, "sec": 1.0, "second": 1.0, "h": 3600.0, "hr": 3600.0, "hour": 3600.0}
+_QNUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|" + "|".join(
+    sorted([*_NUMBER_WORDS, "a", "an", "half"], key=len, reverse=True)
+)
+_QUANTITY = re.compile(
+    rf"(?<![\w.])({_QNUM})(?:\s+and\s+a\s+half)?[\s-]*(per\s*cent|%|(?:"
+    + "|".join(sorted((u for u in _UNITS if u != "%"), key=len, reverse=True))
+    + r")\b)"
+    r"(?:\s*(?:/|per|each|every|a|an)\s*(s|sec|second|h|hr|hour)\b)?",
+    re.IGNORECASE,
+)
+
+
+def _qvalue(tok: str) -> float | None:
+    t = tok.lower().replace(",", "")
+    if t in ("a", "an"):
+        return 1.0
+    if t == "half":
+        return 0.5
+    if t in _NUMBER_WORDS:
+        return float(_NUMBER_WORDS[t])
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def quantities(text: str) -> list[tuple[str, float, str]]:
+    """``(number as written, value in base units, dimension)`` for every number with a unit.
+
+    Base units: metres, grams, seconds, litres, percent; ``km each second`` is a speed.
+
+    Example:
+        >>> [(n, round(v, 3), d) for n, v, d in quantities("2.5 cm deep, for three days")]
+        [('2.5', 0.025, 'length'), ('three', 259200.0, 'time')]
+    """
+    out: list[tuple[str, float, str]] = []
+    for m in _QUANTITY.finditer(text):
+        raw, unit, per = m.group(1), m.group(2).lower().replace(" ", ""), m.group(3)
+        value = _qvalue(raw)
+        if unit == "percent" or unit == "%":
+            unit = "%"
+        if value is None or unit not in _UNITS:
+            continue
+        if "and a half" in m.group(0).lower():
+            value += 0.5
+        dim, factor = _UNITS[unit]
+        v = value * factor
+        if per is not None and dim == "length":
+            dim, v = "speed", v / _PER_TIME[per.lower()]
+        out.append((raw, v, dim))
+    return out
+
+
+def quantity_supported(raw: str, claim: str, evidence: str, hedged: bool) -> bool:
+    """Whether the claim's number ``raw`` is, with its unit, a quantity of the evidence after
+    unit conversion (1% tolerance; 10% when the claim is hedged).
+
+    Example:
+        >>> quantity_supported("25", "Set it 25 mm deep.", "Plant it 2.5 cm deep.", False)
+        True
+    """
+    mine = [(v, d) for r, v, d in quantities(claim) if _canon_raw(r) == _canon_raw(raw)]
+    if not mine:
+        return False
+    tol = 0.1 if hedged else 0.01
+    theirs = quantities(evidence)
+    return any(
+        d == d2 and v2 != 0 and abs(v - v2) / abs(v2) <= tol for v, d in mine for _, v2, d2 in theirs
+    )
+
+
+def _canon_raw(raw: str) -> str:
+    v = _qvalue(raw)
+    return _canon(v) if v is not None else raw.lower()

@@ -63,3 +63,13 @@ def test_sdk_overhead_runs_and_reports_ratios():
     offs = [x for x in out.splitlines() if x.startswith("  off, ")]
     assert len(offs) == 4, out
     assert "target: @nexagauge.trace (defaults) <= 1.10" in out
+
+
+def test_local_judge_throughput_runs_on_four_cases(tmp_path):
+    out = tmp_path / "throughput.json"
+    p = _run(["bench/local_judge_throughput.py", "--quick", "--json", str(out)])
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["cases"] == 4 and res["claims"] >= 4 and res["cases_per_s"] > 0
+    assert res["judge"].startswith("local:multilingual-e5-small-q4")
+    assert res["encode_floor_s"] > 0

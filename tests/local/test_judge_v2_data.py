@@ -194,11 +194,11 @@ async def test_predict_names_the_case_when_the_judge_fails() -> None:
 
 
 @pytest.mark.integration
-async def test_eval_runs_the_real_local_judge_per_case(embedder: Any) -> None:
+async def test_eval_runs_the_real_local_judge_per_case(judge_embedder: Any) -> None:
     """The evaluation script drives the real local judge (real model) through the protocol."""
     from nexagauge.judge.local import LocalJudge
 
-    judge = LocalJudge(embedder=embedder)
+    judge = LocalJudge(embedder=judge_embedder)
     for task in builder.TASKS:
         rows = evalmod.load(task, "heldout")
         first_cases = sorted({r["item"] for r in rows})[:3]

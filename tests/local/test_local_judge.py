@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from nexagauge.judge.base import NEEDS_LLM, Judge
 from nexagauge.judge.embeddings import LocalEmbedder
 from nexagauge.judge.local import (
     CALIBRATED,
+    CALIBRATED_FOR,
     CALIBRATION_VERSION,
     LEXICON,
     LocalJudge,
@@ -29,6 +31,7 @@ from nexagauge.judge.local import (
     negation_count,
     numbers,
 )
+from nexagauge.judge.local_e5 import E5_NAME
 from nexagauge.schema.case import GroundingConfig, RelevanceConfig, parse_record
 from nexagauge.schema.results import Chunk, Claim, Item, MetricResult
 
@@ -95,8 +98,8 @@ def _claims(*texts: str) -> list[Claim]:
 
 
 @pytest.mark.integration
-async def test_local_judge_verdicts(embedder: LocalEmbedder) -> None:
-    judge = LocalJudge(embedder=embedder)
+async def test_local_judge_verdicts(judge_embedder: Any) -> None:
+    judge = LocalJudge(embedder=judge_embedder)
     assert isinstance(judge, Judge)
     assert (judge.kind, judge.supports_llm_tasks) == ("local", False)
     assert judge.result_meta()["judge"] == "local"
@@ -162,6 +165,7 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
 ) -> None:
     rt = make_runtime()
     assert rt.judge_kind == "local"
+    assert rt.judge.model == E5_NAME  # the judge uses its own packaged model
     case = parse_record(
         {
             "case_id": "eiffel",
@@ -214,20 +218,28 @@ def test_meta_flags_an_uncalibrated_embedding_backend() -> None:
     meta = LocalJudge(embedder=remote).result_meta()
     assert meta["judge"] == "local" and meta["uncalibrated"] is True
     assert meta["embeddings"].startswith("openai:m")
-    assert str(CALIBRATED.relevance_similarity) in meta["method"]
 
 
-@pytest.mark.integration
-def test_meta_of_the_calibrated_model(embedder: LocalEmbedder) -> None:
-    judge = LocalJudge(embedder=embedder)
+def test_meta_of_the_calibrated_model() -> None:
+    judge = LocalJudge()  # its own packaged model (nothing is loaded to describe it)
     meta = judge.result_meta()
-    assert "uncalibrated" not in meta and meta["model"] == "local:all-MiniLM-L6-v2"
+    assert "uncalibrated" not in meta and meta["model"] == E5_NAME == CALIBRATED_FOR
     # every result says which variant judged: embedder, lexicon, calibration version
-    assert meta["embedder"] == "local:all-MiniLM-L6-v2"
+    assert meta["embedder"] == E5_NAME
     assert meta["lexicon"] == LEXICON and meta["calibration"] == CALIBRATION_VERSION
-    assert judge.describe() == (
-        f"local:all-MiniLM-L6-v2 lexicon={LEXICON} calibration={CALIBRATION_VERSION}"
-    )
+    assert judge.describe() == f"{E5_NAME} lexicon={LEXICON} calibration={CALIBRATION_VERSION}"
+    assert CALIBRATION_VERSION in meta["method"] and LEXICON in meta["method"]
+
+
+def test_a_configured_embedding_service_is_used_and_marked_uncalibrated(
+    embedder: LocalEmbedder,
+) -> None:
+    from nexagauge.settings import Settings
+
+    s = Settings(embeddings={"model_path": str(embedder.model_dir)})
+    judge = LocalJudge(s, embedder_factory=lambda: embedder)
+    meta = judge.result_meta()
+    assert judge.embedder is embedder and meta["uncalibrated"] is True
 
 
 def test_verdicts_do_not_depend_on_an_installed_wordnet(tmp_path: Path) -> None:
@@ -290,8 +302,12 @@ async def test_the_judge_offloads_through_the_function_it_is_given() -> None:
         async def aclose(self) -> None:
             return None
 
+    from nexagauge.settings import Settings
+
     built: list[Fixed] = []
-    judge = LocalJudge(embedder_factory=lambda: built.append(Fixed()) or built[-1],
+    # configured (non-default) embeddings: the judge takes them from the factory, on first use
+    s = Settings(embeddings={"provider": "openai", "base_url": "http://127.0.0.1:9/v1"})
+    judge = LocalJudge(s, embedder_factory=lambda: built.append(Fixed()) or built[-1],
                        offload=offload)  # fmt: skip
     assert built == []  # nothing is built before the first use
     out = await judge.judge_claims("grounding", _claims("Paris is in France."),

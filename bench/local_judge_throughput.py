@@ -1,0 +1,166 @@
+"""Throughput of the local judge: cases per second on one CPU core (issue 17).
+
+Each case of ``bench/data/rag_cases.jsonl`` (52 RAG answers: question, retrieved passages, a
+multi-sentence answer) is judged the way the ``claims``, ``relevance`` and ``grounding`` nodes
+do it: claims extracted from the answer, one relevance call against the question, one grounding
+call against the context. The process is pinned to one core (``sched_setaffinity``, one torch /
+OpenMP thread) and each round starts with an empty embedding cache: the figure is what a fresh
+stream of distinct cases costs. The same run also times the bare encoding of the cases'
+texts (question, answer, context) with the judge's embedder - the floor the judge cannot beat -
+and with all-MiniLM-L6-v2, the model of the judge before issue 17::
+
+    HF_HUB_OFFLINE=1 python bench/local_judge_throughput.py [--rounds 3] [--json FILE] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["OMP_NUM_THREADS"] = "1"
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
+
+
+def load_cases(limit: int | None = None) -> list[dict[str, Any]]:
+    rows = [json.loads(x) for x in CASES.read_text("utf-8").splitlines() if x.strip()]
+    return rows[:limit] if limit else rows
+
+
+def _threads_one() -> None:
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # an embedder without torch
+        pass
+
+
+async def judge_all(judge: Any, cases: list[dict[str, Any]]) -> int:
+    """Judge every case (claims, relevance, grounding); returns the number of claims judged."""
+    from nexagauge.schema.case import GroundingConfig, RelevanceConfig
+    from nexagauge.schema.results import Chunk, Claim, Item
+
+    n = 0
+    for c in cases:
+        text = c["output"]
+        chunk = Chunk(item=Item(id="o", text=text, tokens=1.0), index=0, char_start=0,
+                      char_end=len(text))  # fmt: skip
+        ex = await judge.extract_claims([chunk])
+        claims = [
+            Claim(item=Item(id=str(i), text=e.text, tokens=1.0), source_chunk_index=0)
+            for i, e in enumerate(ex.claims)
+        ]
+        context = " ".join(c["context"]) if isinstance(c["context"], list) else c["context"]
+        rel = await judge.judge_claims("relevance", claims, c["input"], RelevanceConfig(),
+                                       node="relevance")  # fmt: skip
+        grd = await judge.judge_claims("grounding", claims, context, GroundingConfig(),
+                                       node="grounding")  # fmt: skip
+        if rel.error or grd.error:
+            raise RuntimeError(rel.error or grd.error)
+        n += len(claims)
+    return n
+
+
+def make_judge() -> Any:
+    """The local judge as the runtime builds it, with its own embedder and a fresh LRU (every
+    round starts cold; within a case, texts shared by the relevance and grounding calls are
+    encoded once, as in a real run)."""
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.judge.local import LocalJudge
+    from nexagauge.judge.local_e5 import E5Embedder
+    from nexagauge.settings import Settings
+
+    rt = Runtime.create(Settings(judge={"mode": "local"}), use_cache=False)
+    if rt.judge_kind != "local":
+        raise SystemExit("the local judge is not available")
+    return LocalJudge(rt.settings, embedder=E5Embedder(rt.settings.embeddings), offload=rt.to_thread)
+
+
+def run(rounds: int, limit: int | None) -> dict[str, Any]:
+    _threads_one()
+    cases = load_cases(limit)
+    judge = make_judge()
+
+    async def main() -> dict[str, Any]:
+        await judge_all(judge, cases[:2])  # load the model
+        best = float("inf")
+        claims = 0
+        for _ in range(rounds):
+            fresh = make_judge()
+            t0 = time.perf_counter()
+            claims = await judge_all(fresh, cases)
+            best = min(best, time.perf_counter() - t0)
+        return {"seconds": best, "claims": claims}
+
+    res = asyncio.run(main())
+    texts = []
+    for c in cases:
+        ctx = c["context"] if isinstance(c["context"], list) else [c["context"]]
+        texts += [c["input"], c["output"], *ctx]
+    floor_s = min(_timed(judge.embedder.encode_sync, texts) for _ in range(rounds))
+    minilm_s = None
+    try:  # the pre-issue-17 judge's model on the same texts, same run (the baseline's floor)
+        from nexagauge.judge.embeddings import create_embedder
+        from nexagauge.settings import EmbeddingSettings
+
+        minilm = create_embedder(EmbeddingSettings(cache_size=0))
+        minilm.encode_sync(texts[:4])  # type: ignore[attr-defined]
+        minilm_s = min(_timed(minilm.encode_sync, texts) for _ in range(rounds))  # type: ignore[attr-defined]
+    except Exception as e:  # sentence-transformers/torch not installed: no baseline floor
+        print(f"(no MiniLM baseline: {type(e).__name__}: {e})")
+    return {
+        "judge": judge.describe(),
+        "cases": len(cases),
+        "claims": res["claims"],
+        "seconds": round(res["seconds"], 3),
+        "cases_per_s": round(len(cases) / res["seconds"], 2),
+        "ms_per_case": round(1000 * res["seconds"] / len(cases), 1),
+        "texts_encoded_for_floor": len(texts),
+        "encode_floor_s": round(floor_s, 3),
+        "judge_vs_floor": round(res["seconds"] / floor_s, 2),
+        "minilm_encode_same_texts_s": round(minilm_s, 3) if minilm_s else None,
+        "cpu": "1 core (sched_setaffinity), 1 thread",
+    }
+
+
+def _timed(fn: Any, texts: list[str]) -> float:
+    t0 = time.perf_counter()
+    fn(texts)
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="4 cases, 1 round (a smoke run)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    out = run(1 if args.quick else args.rounds, 4 if args.quick else None)
+    print(
+        f"local judge ({out['judge']}): {out['cases']} cases, {out['claims']} claims in "
+        f"{out['seconds']} s on one core -> {out['cases_per_s']} cases/s "
+        f"({out['ms_per_case']} ms/case); bare encoding of the cases' texts with the judge's "
+        f"embedder {out['encode_floor_s']} s (judge = {out['judge_vs_floor']}x that)"
+        + (f"; all-MiniLM-L6-v2 on the same texts {out['minilm_encode_same_texts_s']} s"
+           if out["minilm_encode_same_texts_s"] else "")
+    )
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
