@@ -112,6 +112,20 @@ def health_dashboard() -> dict[str, Any]:
         ], unit="currencyUSD", w=8,
            description="Remaining USD of the hourly and daily judge budgets; exhausted = 1 "
            "while judging is paused."),
+        row("Dependencies"),
+        Panel("Judge circuit and broker", "timeseries", [
+            target(f"max by (instance) ({mn.JUDGE_BREAKER_STATE})", "judge circuit {{instance}}"),
+            target(f"min by (instance) ({mn.BROKER_UP})", "broker up {{instance}}"),
+        ], unit="short", w=12,
+           description="Judge circuit breaker: 0 closed, 1 probing, 2 open (consumption paused, "
+           "nothing lost). Broker up: 1 when the last health check answered."),
+        Panel("Broker contact age and topics re-created", "timeseries", [
+            target(f"max by (instance) ({mn.BROKER_CONTACT_AGE})", "contact age {{instance}}"),
+            target(f"sum by (topic) (increase({mn.TOPICS_RECREATED}[{rate}]))",
+                   "re-created {{topic}}"),
+        ], unit="short", w=12,
+           description="Seconds since the broker last answered (readiness fails past "
+           "kafka.broker_unreachable_after_s); own topics re-created after the broker lost them."),
     ]
     return dashboard(
         "nexagauge-evaluator-health",

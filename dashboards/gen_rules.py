@@ -272,6 +272,29 @@ def alerts() -> list[Alert]:
             dashboard="nexagauge-evaluator-health",
         ),
         Alert(
+            name="NexagaugeJudgeCircuitOpen",
+            expr=f"max by (instance) ({mn.JUDGE_BREAKER_STATE}) >= 1",
+            for_="5m",
+            severity="warning",
+            summary="Judge circuit of {{ $labels.instance }} is open: evaluation paused",
+            description="The judge circuit breaker has been open (or probing) for 5 minutes: "
+            "the judge answers with 5xx/429 or not at all, so the evaluator paused consumption "
+            "and waits for it. Nothing is lost; lag grows until the judge is back.",
+            anchor="judge-circuit-open",
+            dashboard="nexagauge-evaluator-health",
+        ),
+        Alert(
+            name="NexagaugeBrokerUnreachable",
+            expr=f"min by (instance) ({mn.BROKER_UP}) == 0",
+            for_="5m",
+            severity="critical",
+            summary="Evaluator {{ $labels.instance }} has lost its Kafka broker",
+            description="The evaluator's broker health check has failed for 5 minutes: no "
+            "trace is consumed and no offset committed until the broker answers again.",
+            anchor="broker-unreachable",
+            dashboard="nexagauge-evaluator-health",
+        ),
+        Alert(
             name="NexagaugeBudgetExhausted",
             expr=(
                 f"max by (window) ({mn.BUDGET_EXHAUSTED}) == 1"

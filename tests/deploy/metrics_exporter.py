@@ -5,7 +5,8 @@ class (``nexagauge.emit.prometheus.EvaluatorMetrics``, so names, labels and buck
 ones) on ``/metrics`` and updates them ten times a second with realistic values: RAG traffic of
 one service on two routes and two models, relevance around 0.8, grounding of the ``answer`` route
 around 0.45 (below the alert floor), judge calls with 20 % errors, a growing consumer lag, an
-exhausted hourly budget that skips traces, dead letters, evictions.
+exhausted hourly budget that skips traces, dead letters, evictions, broker contact, a judge
+outage now and then and one re-created topic.
 
 It is a fixture for running every dashboard query and alert expression against a real Prometheus
 until the online evaluator (``nexagauge serve``) runs in the same test; it is not used anywhere
@@ -68,6 +69,11 @@ def tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
         m.late_spans(2)
     if step % 13 == 0:
         m.dead_lettered("decode_error")
+    # dependencies: the broker answers; a judge outage now and then; a topic re-created once
+    m.health.broker_contact(True)
+    m.health.breaker_changed("open" if step % 600 >= 590 else "closed")
+    if step % 997 == 0:
+        m.health.topic_recreated("nexagauge_dlq")
     m.skip("budget_hour")
     m.skip(rng.choice(["rate_limit", "no_case"]))
     m.set_budget("hour", 0.0, True)

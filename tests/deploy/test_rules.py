@@ -15,7 +15,11 @@ from support.prometheus import REPO, alert_parts, rule_files
 RULE_TESTS = sorted((REPO / "dashboards" / "prometheus" / "tests").glob("*.yml"))
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 #: alerts whose condition is itself the evidence (no sample count applies)
-NO_SAMPLE_GUARD = {"NexagaugeEvaluatorDown": "up == 0 is one failed scrape; `for` covers it"}
+NO_SAMPLE_GUARD = {
+    "NexagaugeEvaluatorDown": "up == 0 is one failed scrape; `for` covers it",
+    "NexagaugeJudgeCircuitOpen": "a state held for 5m, not a rate of few events",
+    "NexagaugeBrokerUnreachable": "a state held for 5m, not a rate of few events",
+}
 
 
 def _alerts() -> list[dict[str, Any]]:
@@ -100,7 +104,8 @@ def test_alerts_have_for_severity_runbook_and_sample_guard() -> None:
     dashboards = {p.stem for p in (REPO / "dashboards" / "grafana" / "dashboards").glob("*.json")}
     expected = {"NexagaugeGroundingBelowFloor", "NexagaugeGroundingDropped",
                 "NexagaugeRelevanceDrift", "NexagaugeEvaluatorStalled", "NexagaugeEvaluatorDown",
-                "NexagaugeJudgeErrorRate", "NexagaugeBudgetExhausted"}
+                "NexagaugeJudgeErrorRate", "NexagaugeBudgetExhausted",
+                "NexagaugeJudgeCircuitOpen", "NexagaugeBrokerUnreachable"}
     alerts = _alerts()
     assert {a["alert"] for a in alerts} == expected
     for a in alerts:
