@@ -35,11 +35,18 @@ def broker() -> Iterator[Any]:
 
 
 class Recorder:
-    def __init__(self) -> None:
+    """The real emitter (Prometheus + in-memory evaluation spans), recording case ids."""
+
+    def __init__(self, emitter: Any) -> None:
+        self.emitter = emitter
         self.cases: list[str] = []
 
     async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> None:
+        await self.emitter.emit(target, case_result, started_ns=started_ns)
         self.cases.append(target.case_id)
+
+    async def aclose(self) -> None:
+        await self.emitter.aclose()
 
 
 async def wait_for(pred: Any, within_s: float) -> bool:
@@ -69,6 +76,7 @@ async def test_flaky_judge_then_outage_then_recovery_loses_and_dead_letters_noth
 ) -> None:
     from support.openai_server import OpenAIServer, Reply
 
+    from nexagauge.emit.emitter import Emitter
     from nexagauge.emit.prometheus import EvaluatorMetrics
 
     names = topics("outage")
@@ -92,8 +100,10 @@ async def test_flaky_judge_then_outage_then_recovery_loses_and_dead_letters_noth
     with OpenAIServer(handler=chaos) as judge:
         d = settings_dict(broker.bootstrap, names, judge_breaker_cooldown_s=0.2)
         d["judge"] = judge_settings(judge.base_url)
+        d["emit"] = {"span_exporter": "memory", "dedupe_journal": False}
         settings = Settings(**d)
-        rec, metrics = Recorder(), EvaluatorMetrics()
+        metrics = EvaluatorMetrics()
+        rec = Recorder(Emitter.from_settings(settings, metrics=metrics))
         svc = OnlineService(settings, emitter=rec, metrics=metrics, serve_http=False)
         await svc.start()
         stop = asyncio.Event()
@@ -125,6 +135,15 @@ async def test_flaky_judge_then_outage_then_recovery_loses_and_dead_letters_noth
             dupes = {c: n for c, n in Counter(rec.cases).items() if n > 1}
             assert not dupes and len(rec.cases) == len(expected)  # exactly once each
             assert svc.stage is not None and svc.stage.stats.failed == 0
+            # counted once each in Prometheus too, all ok
+            reg = metrics.registry
+            counted: Counter[str] = Counter()
+            for m in reg.collect():
+                for smp in m.samples:
+                    if smp.name == "nexagauge_evaluations_total":
+                        counted[smp.labels["status"]] += int(smp.value)
+            assert counted["ok"] == len(expected) and counted["failed"] == 0, counted
+            assert not reg.get_sample_value("nexagauge_duplicate_evaluations_total")
             dlq = metrics.registry.get_sample_value(
                 "nexagauge_dlq_messages_total", {"reason": "evaluation_failed"}
             )
