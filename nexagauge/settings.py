@@ -141,6 +141,9 @@ class KafkaSettings(_Section):
     turns_topic: str = "nexagauge_turns"
     #: compacted changelog of the conversation stage's state, co-partitioned with ``turns_topic``
     conversation_changelog_topic: str = "nexagauge_turns_changelog"
+    #: compacted topic of emitted evaluation keys, co-partitioned with the evaluator's input:
+    #: group-wide deduplication (docs/online.md, "Delivery guarantees")
+    emitted_topic: str = "nexagauge_emitted"
     group_id: str = "nexagauge-evaluator"
     encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"

@@ -127,7 +127,7 @@ class Emitter:
         self.clock = clock
         self.window = DedupeWindow(emit.dedupe_window)
         self.journal: DedupeJournal | None = None
-        if emit.dedupe_journal:
+        if emit.dedupe_journal and store is None:  # the store is the durable record
             path = emit.dedupe_journal_path or (
                 default_journal_path(cache_dir) if cache_dir is not None else None
             )
@@ -148,6 +148,7 @@ class Emitter:
         *,
         metrics: EvaluatorMetrics | None = None,
         spans: EvaluationSpanWriter | None = None,
+        store: EmittedKeyStore | None = None,
     ) -> Emitter:
         """The production wiring: metrics and span writer built from ``settings.emit`` unless given.
 
@@ -162,6 +163,7 @@ class Emitter:
             metrics if metrics is not None else EvaluatorMetrics.from_settings(emit),
             spans if spans is not None else EvaluationSpanWriter.from_settings(emit),
             settings,
+            store=store,
         )
 
     async def start(self) -> None:

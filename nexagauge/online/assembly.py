@@ -151,6 +151,11 @@ class TraceBuffer:
     def is_done(self, trace_id: bytes) -> bool:
         return trace_id in self._done
 
+    def forget_done(self, trace_id: bytes) -> None:
+        """Forget that ``trace_id`` was handed out: its spans, read again, assemble it anew (a
+        trace whose partition was revoked mid-evaluation may come back to this member)."""
+        self._done.pop(trace_id, None)
+
     # -- output -----------------------------------------------------------------------------
     def poll(self, now: float) -> list[tuple[Trace, Trigger]]:
         """Hand out every trace that is complete at ``now`` (plus any evicted since last poll)."""

@@ -36,6 +36,9 @@ from nexagauge.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
+#: reserved key of the restore barrier records (tombstones: compaction removes them)
+BARRIER_KEY = "\x00restore-barrier"
+
 
 class Changelog:
     """Writes and restores JSON values of one changelog topic (see module docstring)."""
@@ -79,6 +82,22 @@ class Changelog:
         )
         self.writes += 1
 
+    async def _barriers(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where "the end" of each partition is: one past a barrier record written now.
+
+        A broker's end offset can be stale (Tansu reports fewer than it holds after
+        multi-record batches), so the restore writes a tombstone of a reserved key to each
+        partition (``acks=all``) and reads until past it, the read-your-own-write barrier of
+        Confluent's schema registry: everything written before is then read for certain.
+        """
+        ends: dict[TopicPartition, int] = {}
+        for tp in tps:
+            md = await self.producer.send_and_wait(
+                self.topic, None, key=BARRIER_KEY.encode(), partition=tp.partition
+            )
+            ends[tp] = md.offset + 1
+        return ends
+
     async def restore(
         self, partitions: Sequence[int], timeout_s: float = 60.0
     ) -> dict[int, dict[str, Any]]:
@@ -111,28 +130,25 @@ class Changelog:
             if not tps:
                 return out
             c.assign(tps)
-            ends = await c.end_offsets(tps)
+            ends = await self._barriers(tps)
             await c.seek_to_beginning(*tps)
+            todo = set(tps)
             deadline = time.monotonic() + timeout_s
-            # read to the reported end, then on until a fetch comes back empty: some brokers
-            # (Tansu) report the end of a multi-record batch short, and stopping at it would
-            # silently lose the newest states
-            while True:
+            while todo:
                 if time.monotonic() > deadline:
                     log.error(
                         "changelog %s: restore of %s incomplete after %.0f s",
                         self.topic,
-                        sorted(tp.partition for tp in tps),
+                        sorted(tp.partition for tp in todo),
                         timeout_s,
                     )
                     break
-                batches = await c.getmany(*tps, timeout_ms=200)
+                batches = await c.getmany(*todo, timeout_ms=200)
                 for tp, records in batches.items():
                     self._apply(out[tp.partition], tp.partition, records)
-                if not any(batches.values()):
-                    behind = [tp for tp in tps if await c.position(tp) < ends[tp]]
-                    if not behind:
-                        break
+                for tp in list(todo):
+                    if await c.position(tp) >= ends[tp]:
+                        todo.discard(tp)
         finally:
             await c.stop()
         self.restored += sum(len(v) for v in out.values())
@@ -142,6 +158,8 @@ class Changelog:
         """Newest value per key wins; a tombstone deletes; a corrupt value costs only itself."""
         for r in records:
             key = r.key.decode("utf-8", "replace") if r.key else ""
+            if key == BARRIER_KEY:
+                continue
             if r.value is None:
                 state.pop(key, None)
                 continue

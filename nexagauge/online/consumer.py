@@ -191,7 +191,7 @@ class ConsumerLoop:
                 for tp, records in batches.items():
                     if records and tp in self._restoring:  # fetched before the pause took
                         c.seek(tp, records[0].offset)  # effect: read again once restored
-                    elif records:
+                    elif records and tp in self.assignment:  # not revoked meanwhile
                         await self.handler.handle(tp, records)
                 await self.handler.tick()
                 self._backpressure()
@@ -225,6 +225,8 @@ class ConsumerLoop:
         """Lag = high watermark - committed position (what a crash would re-read)."""
         assert self.consumer is not None
         for tp in self.assignment:
+            if tp not in self.assignment:  # revoked by a rebalance during an await below
+                continue
             hw = self.consumer.highwater(tp)
             if hw is None:
                 continue
@@ -251,7 +253,10 @@ class ConsumerLoop:
             if not await verify():
                 return  # broker still away: keep the positions, commit later
             self._commit_failed = False
-        todo = self.handler.tracker.all_committable()
+        owned = {(tp.topic, tp.partition) for tp in self.assignment}
+        # never for a partition this member no longer owns: it would move the new owner's
+        # committed position (Kafka checks the generation of a commit, not who owns what)
+        todo = {k: v for k, v in self.handler.tracker.all_committable().items() if k in owned}
         if only is not None:
             keep = {(tp.topic, tp.partition) for tp in only}
             todo = {k: v for k, v in todo.items() if k in keep}
@@ -294,6 +299,9 @@ class ConsumerLoop:
         # a rebalance may follow a broker that came back empty (our member id unknown there):
         # check it first, so offsets of the old logs are dropped instead of committed into it
         self._commit_failed = True
+        fence = getattr(self.handler, "fence", None)
+        if fence is not None:  # no more outputs recorded for these partitions (markers.py)
+            await fence(revoked)
         await self.commit(revoked)
         self.handler.revoked(revoked)
         self.handler.tracker.drop((tp.topic, tp.partition) for tp in revoked)

@@ -56,6 +56,7 @@ from nexagauge.online.extract import (
     SpanError,
     extract_cases_with_errors,
 )
+from nexagauge.online.markers import primary_source
 from nexagauge.online.offsets import OffsetTracker
 from nexagauge.online.plans import Executors
 from nexagauge.online.redact import install_log_redaction, register_secret
@@ -90,6 +91,8 @@ class _Active:
     trace: Trace
     remaining: int = 0
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: where the trace came from, for the group-wide emitted-key store (markers.Origin)
+    origin: Any = None
 
 
 @dataclass
@@ -119,6 +122,8 @@ class EvaluatorStage:
     turns: Any = None
     #: the judge's circuit breaker (nexagauge.judge.breaker): consumption pauses while it is open
     breaker: Any = None
+    #: group-wide emitted keys (nexagauge.online.markers.EmittedKeys), with the default emitter
+    keys: Any = None
 
     def __init__(
         self,
@@ -411,6 +416,8 @@ class EvaluatorStage:
             self._finish(trace)
             return
         active = _Active(trace)
+        if self.keys is not None:
+            active.origin = self.keys.origin(primary_source(trace.sources))
         any_sampled = False
         for ec in cases:
             d = self.sampler.decide(
@@ -495,7 +502,7 @@ class EvaluatorStage:
                 if self.metrics is not None:
                     self.metrics.dead_lettered("evaluation_failed")
             else:
-                await self._emit(target, result, started)
+                await self._emit(target, result, started, active.origin)
             if self.turns is not None:  # turn record keyed by conversation id (conversations.py)
                 await self.turns.publish(ec, d.nodes)
             if errors:
@@ -515,11 +522,14 @@ class EvaluatorStage:
             self.limiter.finish(cost)
             self._in_flight -= 1
 
-    async def _emit(self, target: EvaluationTarget, result: CaseResult, started_ns: int) -> None:
+    async def _emit(
+        self, target: EvaluationTarget, result: CaseResult, started_ns: int, origin: Any = None
+    ) -> None:
         delay = 0.2
+        kw = {"origin": origin} if origin is not None else {}
         for attempt in range(1, self.o.emit_attempts + 1):
             try:
-                await self.emitter.emit(target, result, started_ns=started_ns)
+                await self.emitter.emit(target, result, started_ns=started_ns, **kw)
                 return
             except asyncio.CancelledError:
                 raise
@@ -585,6 +595,16 @@ class EvaluatorStage:
     def in_flight(self) -> int:
         return self._in_flight
 
+    async def assigned(self, tps: Sequence[TopicPartition]) -> None:
+        """Restore the emitted keys of new partitions (they stay paused until this returns)."""
+        if self.keys is not None:
+            await self.keys.assigned([(tp.topic, tp.partition) for tp in tps])
+
+    async def fence(self, tps: Sequence[TopicPartition]) -> None:
+        """Before revocation: record no more outputs of these partitions (markers.py)."""
+        if self.keys is not None:
+            await self.keys.fence((tp.topic, tp.partition) for tp in tps)
+
     def revoked(self, tps: Sequence[TopicPartition]) -> None:
         by_topic: dict[str, set[int]] = {}
         for tp in tps:
@@ -593,7 +613,12 @@ class EvaluatorStage:
             self.buffer.drop_sources(topic, parts)
             waiting = [t for pending in self._starting for t, _ in pending]
             for trace in [a.trace for a in self._active.values()] + waiting:
-                trace.sources = {s for s in trace.sources if not (s[0] == topic and s[1] in parts)}
+                kept = {s for s in trace.sources if not (s[0] == topic and s[1] in parts)}
+                if trace.sources and not kept:
+                    # its outputs are fenced (markers.py): if the partition comes back to this
+                    # member, the re-read spans must assemble the trace again, not count as late
+                    self.buffer.forget_done(trace.trace_id)
+                trace.sources = kept
 
     async def drain(self, timeout_s: float) -> None:
         tasks = [t for a in self._active.values() for t in a.tasks if not t.done()]
@@ -729,8 +754,6 @@ class OnlineService:
         from nexagauge.emit.zero import start_for_service
 
         start_for_service(self.metrics, s, self.runtime.judge_kind)  # no "No data" panels
-        if self.emitter is None:
-            self.emitter = _default_emitter(s, self.metrics)
         if k.create_topics:
             await self._ensure_topics()
         self._producer = AIOKafkaProducer(
@@ -743,6 +766,12 @@ class OnlineService:
             **client_kwargs(k),
         )
         await self._producer.start()
+        keys = None
+        if self.emitter is None:  # group-wide dedupe of the real emitter (markers.py)
+            from nexagauge.online.markers import emitted_keys
+
+            keys = await emitted_keys(s, self._producer)
+            self.emitter = _default_emitter(s, self.metrics, keys)
         secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
         register_secret(*secrets)  # never in a log line or a dead-letter header
         install_log_redaction()
@@ -752,6 +781,7 @@ class OnlineService:
         dlq = DeadLetters(self._producer, k.dlq_topic, secrets, payload=k.dlq_payload)
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
         self.stage.breaker = self.breaker
+        self.stage.keys = keys
         from nexagauge.online.conversations import attach_conversations
 
         self.conversation_stage = await attach_conversations(self, dlq)
@@ -883,10 +913,10 @@ class OnlineService:
             await deadline.run(self.runtime.aclose(), "runtime")
 
 
-def _default_emitter(settings: Settings, metrics: Any) -> EmitterLike:
+def _default_emitter(settings: Settings, metrics: Any, store: Any = None) -> EmitterLike:
     from nexagauge.emit.emitter import Emitter
 
-    return Emitter.from_settings(settings, metrics=metrics)
+    return Emitter.from_settings(settings, metrics=metrics, store=store)
 
 
 async def _start_http(settings: Settings, metrics: Any, service: OnlineService) -> Any:

@@ -59,7 +59,7 @@ class Member:
             "OTEL_RESOURCE_ATTRIBUTES": f"{MEMBER_ATTR}={name}",
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nexagauge", "serve"],
+            [sys.executable, "-m", "nexagauge", "-v", "serve"],
             cwd=REPO,
             env=env,
             stdout=self._fh,
