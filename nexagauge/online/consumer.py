@@ -206,6 +206,7 @@ class ConsumerLoop:
 
     def _backpressure(self) -> None:
         assert self.consumer is not None
+        before = len(self._paused)
         if self.handler.saturated():
             tps = self.assignment - self._paused
             if tps:
@@ -216,6 +217,14 @@ class ConsumerLoop:
             if alive:
                 self.consumer.resume(*alive)
             self._paused.clear()
+        if len(self._paused) != before:
+            self._paused_changed()
+
+    def _paused_changed(self) -> None:
+        """Tell the handler how many partitions are paused (gauge, assembly clock)."""
+        hook = getattr(self.handler, "on_paused", None)
+        if hook is not None:
+            hook(len(self._paused))
 
     @property
     def paused(self) -> int:
@@ -307,7 +316,9 @@ class ConsumerLoop:
         self.handler.tracker.drop((tp.topic, tp.partition) for tp in revoked)
         for tp in revoked:
             self.handler.forget_lag(tp)
-        self._paused -= set(revoked)
+        if self._paused & set(revoked):
+            self._paused -= set(revoked)
+            self._paused_changed()
         log.info("revoked %s", sorted((tp.topic, tp.partition) for tp in revoked))
 
     async def stop(self, drain_timeout_s: float) -> None:

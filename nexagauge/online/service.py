@@ -161,7 +161,11 @@ class EvaluatorStage:
         self._starting: list[deque[tuple[Trace, Trigger]]] = []
         self._side: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
-        self._sem = asyncio.Semaphore(self.o.max_in_flight)
+        #: sampled cases waiting for a slot: at most max_in_flight run at once (a real bound)
+        self._ready: deque[tuple[_Active, ExtractedCase, Decision]] = deque()
+        #: the assembly buffer's clock stops while partitions are paused (see _buffer_now)
+        self._paused_since: float | None = None
+        self._paused_total = 0.0
         self._executors = Executors(settings, runtime)
         self._evicted_seen: dict[str, int] = {}
         self._discarded: dict[bytes, None] = {}
@@ -177,7 +181,7 @@ class EvaluatorStage:
 
     async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
         key = (tp.topic, tp.partition)
-        now = self.clock()
+        now = self._buffer_now()
         n_spans = 0
         buf, tracker = self.buffer, self.tracker
         keep = self._keep if self.o.early_discard else None
@@ -310,8 +314,28 @@ class EvaluatorStage:
             t.add_done_callback(done)
 
     # -- completion -------------------------------------------------------------------------
-    async def tick(self) -> None:
+    def _buffer_now(self) -> float:
+        """The assembly buffer's clock: real time minus the time partitions were paused, so
+        completeness timers (grace, inactivity) never run against traces whose partitions we
+        paused (a root still unread behind the pause is not a late span)."""
         now = self.clock()
+        frozen = self._paused_total + (
+            now - self._paused_since if self._paused_since is not None else 0.0
+        )
+        return now - frozen
+
+    def on_paused(self, n: int) -> None:
+        """Consumer-loop hook: ``n`` partitions are paused for backpressure now."""
+        if n and self._paused_since is None:
+            self._paused_since = self.clock()
+        elif not n and self._paused_since is not None:
+            self._paused_total += self.clock() - self._paused_since
+            self._paused_since = None
+        if self.metrics is not None:
+            self.metrics.set_paused_partitions(n)
+
+    async def tick(self) -> None:
+        now = self._buffer_now()
         # many small traces complete at once after a big message: start them in slices of
         # TICK_SLICE_S, yielding the loop in between (heartbeats, fetches); traces not started
         # yet stay visible to revoked() through self._starting
@@ -439,9 +463,7 @@ class EvaluatorStage:
             if self.metrics is not None:
                 self.metrics.trace_sampled(d.rule)
             active.remaining += 1
-            self._in_flight += 1
-            task = asyncio.ensure_future(self._evaluate(active, ec, d))
-            active.tasks.add(task)
+            self._ready.append((active, ec, d))
         if not any_sampled:
             self.stats.not_sampled += 1
             if self.metrics is not None:
@@ -450,6 +472,16 @@ class EvaluatorStage:
             self._finish(trace)
         else:
             self._active[trace.trace_id] = active
+            self._pump()
+
+    def _pump(self) -> None:
+        """Start queued cases while fewer than ``max_in_flight`` run."""
+        while self._ready and self._in_flight < self.o.max_in_flight:
+            active, ec, d = self._ready.popleft()
+            self._in_flight += 1
+            task = asyncio.ensure_future(self._evaluate(active, ec, d))
+            active.tasks.add(task)
+            task.add_done_callback(active.tasks.discard)
 
     def _node_key(self, nodes: tuple[str, ...] | None) -> tuple[str, ...] | None:
         """The node selection a case runs (``()``: nothing to run)."""
@@ -483,9 +515,8 @@ class EvaluatorStage:
                 sampling_rule=d.rule,
                 config_fingerprint=fp,
             )
-            async with self._sem:
-                started = time.time_ns()
-                result = await ex.run_case(ec.case, 0)
+            started = time.time_ns()
+            result = await ex.run_case(ec.case, 0)
             cost = result.cost.cost
             errors = _errors(result)
             if errors and self.dlq is not None:
@@ -521,6 +552,7 @@ class EvaluatorStage:
         finally:
             self.limiter.finish(cost)
             self._in_flight -= 1
+            self._pump()
 
     async def _emit(
         self, target: EvaluationTarget, result: CaseResult, started_ns: int, origin: Any = None
@@ -589,7 +621,7 @@ class EvaluatorStage:
     def saturated(self) -> bool:
         if self.breaker is not None and not self.breaker.is_closed:
             return True  # judge outage: pause consumption until the breaker closes
-        return self._in_flight >= self.o.max_in_flight
+        return bool(self._ready) or self._in_flight >= self.o.max_in_flight
 
     @property
     def in_flight(self) -> int:
@@ -619,13 +651,27 @@ class EvaluatorStage:
                     # member, the re-read spans must assemble the trace again, not count as late
                     self.buffer.forget_done(trace.trace_id)
                 trace.sources = kept
+        # queued cases of traces that lost every source: the new owner evaluates them
+        keep = [(a, ec, d) for a, ec, d in self._ready if a.trace.sources]
+        for a, _, _ in self._ready:
+            if not a.trace.sources:
+                a.remaining -= 1
+                if a.remaining == 0:
+                    self._active.pop(a.trace.trace_id, None)
+        self._ready = deque(keep)
 
     async def drain(self, timeout_s: float) -> None:
-        tasks = [t for a in self._active.values() for t in a.tasks if not t.done()]
-        tasks += [t for t in self._side if not t.done()]
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        pending: set[Any] = set()
+        while True:  # queued cases start as running ones finish (within the deadline)
+            tasks = [t for a in self._active.values() for t in a.tasks if not t.done()]
+            tasks += [t for t in self._side if not t.done()]
+            left = deadline - time.monotonic()
+            if not tasks or left <= 0:
+                pending = set(tasks)
+                break
+            await asyncio.wait(tasks, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        self._ready.clear()  # never started: not released, re-delivered after the restart
         for t in pending:
             t.cancel()
         if pending:

@@ -152,13 +152,16 @@ def test_two_members_rebalance_and_kill_count_once_over_the_group(
 
         def done() -> bool:
             s = a.try_scrape()
-            return s is not None and set(outputs_by_trace(receiver)) >= want and (
-                counted([hook.snapshot or {}, s], EVALS) >= len(want)
+            return (
+                s is not None
+                and set(outputs_by_trace(receiver)) >= want
+                and (counted([hook.snapshot or {}, s], EVALS) >= len(want))
             )
 
         ok = wait_for(done, 60, [a])
         missing = sorted(want - set(outputs_by_trace(receiver)))
-        assert ok, f"{len(want) - len(missing)}/{len(want)} evaluated, missing {missing}"
+        info = {k: v for k, v in (a.try_scrape() or {}).items() if k.endswith("_total")}
+        assert ok, f"{len(want) - len(missing)}/{len(want)} evaluated, missing {missing} {info}"
         _assert_exactly_once(receiver, expected, [hook.snapshot, a.scrape()])
         assert a.terminate() == 0
     finally:

@@ -116,19 +116,71 @@ async def test_trace_split_over_messages_is_evaluated_once_then_committed() -> N
     assert pos(stage) == 3
 
 
-async def test_backpressure_saturates_at_max_in_flight() -> None:
+async def test_max_in_flight_is_a_real_bound() -> None:
+    """Issue 14 item 3: completed traces beyond ``max_in_flight`` wait in a ready queue (it was
+    only a semaphore around run_case: every completed trace became a task at once, 739 in flight
+    with a bound of 32); the stage is saturated while any wait."""
     clock, em = Clock(), Emitter()
     em.gate = asyncio.Event()
     stage = make_stage(em, clock, max_in_flight=2)
-    msgs = [record(i, traces_request(sdk_turn(rand_tid(), f"q{i}", f"a{i}"))) for i in range(3)]
+    running = 0
+    peak = 0
+    real = stage._evaluate
+
+    async def counted(*a: Any) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            await real(*a)
+        finally:
+            running -= 1
+
+    stage._evaluate = counted  # type: ignore[method-assign]
+    msgs = [record(i, traces_request(sdk_turn(rand_tid(), f"q{i}", f"a{i}"))) for i in range(7)]
     await stage.handle(TP, msgs)
     clock.t += 2
     await stage.tick()
     await asyncio.sleep(0.05)
-    assert stage.in_flight == 3 and stage.saturated()
+    assert stage.in_flight == 2 and running == 2 and stage.saturated()
     em.gate.set()
     await settle(stage, clock, 0)
-    assert not stage.saturated() and len(em.cases) == 3 and pos(stage) == 3
+    for _ in range(100):
+        if len(em.cases) == 7:
+            break
+        await asyncio.sleep(0.01)
+    assert peak == 2
+    assert not stage.saturated() and len(em.cases) == 7 and pos(stage) == 7
+
+
+async def test_completeness_timers_stop_while_partitions_are_paused() -> None:
+    """Issue 14 item 3: while the loop has partitions paused, the assembly clock stands still, so
+    a trace whose root is still unread behind the pause is not handed on without it (and the
+    root then dropped as late). The paused gauge follows the loop."""
+    from prometheus_client import CollectorRegistry
+
+    from nexagauge.emit.prometheus import EvaluatorMetrics
+
+    clock, em = Clock(), Emitter()
+    stage = make_stage(em, clock)
+    stage.metrics = EvaluatorMetrics(CollectorRegistry())
+    t = rand_tid()
+    root, child = sdk_turn(t, "Q?", "A.", docs=["D."])
+    await stage.handle(TP, [record(0, traces_request([child]))])
+    stage.on_paused(4)  # saturated: the loop paused every partition
+    assert stage.metrics.registry.get_sample_value("nexagauge_paused_partitions") == 4
+    clock.t += 60  # far beyond trace_inactivity_s = 10
+    await stage.tick()
+    assert len(stage.buffer) == 1 and em.cases == []  # not handed on without its root
+    stage.on_paused(0)
+    assert stage.metrics.registry.get_sample_value("nexagauge_paused_partitions") == 0
+    await stage.handle(TP, [record(1, traces_request([root]))])
+    await settle(stage, clock)
+    assert em.cases == [f"{t.hex()}:{sid(1).hex()}"] and stage.buffer.late == 0
+    clock.t += 11  # running again: inactivity applies to a trace that never completes
+    await stage.handle(TP, [record(2, traces_request([sdk_turn(rand_tid(), "q", "a")[0]]))])
+    await settle(stage, clock, 11)
+    assert len(stage.buffer) == 0
 
 
 async def test_not_sampled_and_limits_are_counted_by_reason() -> None:

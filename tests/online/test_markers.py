@@ -1,0 +1,75 @@
+"""The group-wide emitted-key store (nexagauge.online.markers) on a real broker (Tansu)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from nexagauge.emit.dedupe import key_hash
+from nexagauge.online.markers import EmittedKeys, Origin, primary_source
+from nexagauge.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Any]:
+    from support.broker import TansuBroker
+
+    with TansuBroker() as b:
+        yield b
+
+
+async def _store(broker: Any, topic: str) -> tuple[EmittedKeys, AIOKafkaProducer]:
+    k = KafkaSettings(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=20)
+    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
+    await p.start()
+    keys = EmittedKeys(k, p, topic, capacity=10_000)
+    await keys.ensure(4)
+    return keys, p
+
+
+def test_another_member_restores_every_marker_and_fencing_records_nothing(broker: Any) -> None:
+    topic = f"emitted-{uuid.uuid4().hex[:8]}"
+    inp = f"in-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        a, pa = await _store(broker, topic)
+        b, pb = await _store(broker, topic)
+        try:
+            await a.assigned([(inp, p) for p in range(4)])
+            hashes = [key_hash(str(i)) for i in range(120)]
+            # concurrent marks: the producer packs them into multi-record batches (after which
+            # Tansu reports a stale end offset: the restore must not trust it)
+            oks = await asyncio.gather(
+                *[a.mark([h, key_hash(h)], a.origin((inp, i % 4, i))) for i, h in enumerate(hashes)]
+            )
+            assert all(oks)
+            # a rebalance moves partitions 0 and 1 to b: a fences them first
+            old = a.origin((inp, 0, 500))
+            await a.fence([(inp, 0), (inp, 1)])
+            assert old is not None and not await a.mark([key_hash("late")], old)
+            assert a.fenced == 1
+            await b.assigned([(inp, 0), (inp, 1)])
+            for i, h in enumerate(hashes):
+                assert b.contains(h) == (i % 4 in (0, 1)), i
+                assert b.contains(key_hash(h)) == (i % 4 in (0, 1))
+            assert not b.contains(key_hash("late"))  # the fenced mark wrote nothing
+            # an origin captured before an assignment is never accepted after it
+            stale = Origin(inp, 2, 1, generation=-1)
+            assert not await b.mark([key_hash("x")], stale)
+        finally:
+            await pa.stop()
+            await pb.stop()
+
+    asyncio.run(main())
+
+
+def test_primary_source() -> None:
+    assert primary_source(set()) is None
+    assert primary_source({("t", 3, 1), ("t", 0, 2), ("t", 0, 8)}) == ("t", 0, 8)
