@@ -49,6 +49,9 @@ def receiver() -> Iterator[Any]:
 def _config(broker: Any, rx: Any, tmp: Path, prefix: str, **online: Any) -> tuple[dict, dict]:  # type: ignore[type-arg]
     names = topics(prefix)
     asyncio.run(broker.create_topics({names["traces_topic"]: 4, names["logs_topic"]: 1}))
+    # a member killed mid-stream delays the other half of a split trace by up to the session
+    # timeout (6 s here) + a rebalance: the inactivity timeout must exceed that (docs/online.md)
+    online.setdefault("trace_inactivity_s", 15.0)
     d = settings_dict(broker.bootstrap, names, **online)
     d["emit"] = {"otlp_endpoint": rx.endpoint_grpc, "otlp_timeout_s": 10}
     d["cache"] = {"enabled": False, "dir": str(tmp / "volume")}  # one volume: restarts reuse it
