@@ -2,10 +2,13 @@
 
 With the broker gone, aiokafka's clients log one ERROR per reconnect attempt and fetch - about
 60 lines a second from one process (issue 14), burying everything else. :class:`RepeatFilter`
-lets the first WARNING-or-worse record of each kind through, then at most one per
-``interval_s``; the next one that passes says how many were held back. A kind is the logger,
-the level and the message template with digits masked (``node 3``, ``127.0.0.1:9092`` and
-``node 7`` are one kind). INFO and DEBUG pass untouched.
+lets the first record of each kind through, then at most one per ``interval_s``; the next one
+that passes says how many were held back. A kind is the logger, the level and the message
+template with digits masked (``node 3``, ``127.0.0.1:9092`` and ``node 7`` are one kind).
+
+Limited: WARNING and worse of other libraries (aiokafka, grpc, ...), ERROR and worse of
+nexagauge itself. nexagauge's own WARNINGs pass: each names one record (a poison message at its
+offset, a dropped span), and the dead-letter topic holds the same. INFO and DEBUG pass.
 
 Example:
     >>> f = RepeatFilter(interval_s=10, clock=lambda: 0.0)
@@ -13,6 +16,10 @@ Example:
     ...                                      "msg": "Unable connect to node %s", "args": (1,)})
     >>> [f.filter(rec()) for _ in range(3)], f.suppressed
     ([True, False, False], 2)
+    >>> own = logging.makeLogRecord({"name": "nexagauge.online.rekey", "levelno": 30,
+    ...                              "msg": "poison message %s", "args": (1,)})
+    >>> all(f.filter(own) for _ in range(3))
+    True
 """
 
 from __future__ import annotations
@@ -36,17 +43,24 @@ class RepeatFilter(logging.Filter):
         interval_s: float = 10.0,
         *,
         min_level: int = logging.WARNING,
+        own_min_level: int = logging.ERROR,
+        own_prefix: str = "nexagauge",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.interval_s = interval_s
         self.min_level = min_level
+        self.own_min_level = own_min_level
+        self.own_prefix = own_prefix
         self.clock = clock
         self.suppressed = 0
         self._kinds: OrderedDict[tuple[str, int, str], list[float]] = OrderedDict()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < self.min_level or self.interval_s <= 0:
+        own = record.name == self.own_prefix or record.name.startswith(self.own_prefix + ".")
+        if record.levelno < (self.own_min_level if own else self.min_level):
+            return True
+        if self.interval_s <= 0:
             return True
         key = (record.name, record.levelno, _DIGITS.sub("#", str(record.msg)))
         now = self.clock()

@@ -97,3 +97,15 @@ async def test_monitor_reports_a_broker_that_does_not_answer() -> None:
     ok, why = mon.readiness()
     assert not ok and why.startswith("no broker contact for 4s")
     await mon.stop()
+
+
+def test_own_warnings_pass_own_errors_are_limited() -> None:
+    f = RepeatFilter(interval_s=10, clock=Clock())
+
+    def own(level: int) -> logging.LogRecord:
+        return logging.makeLogRecord(
+            {"name": "nexagauge.online.rekey", "levelno": level, "msg": "re-key %s", "args": (1,)}
+        )
+
+    assert all(f.filter(own(logging.WARNING)) for _ in range(5))  # one per poison message
+    assert [f.filter(own(logging.ERROR)) for _ in range(3)] == [True, False, False]
