@@ -171,3 +171,72 @@ def test_two_members_rebalance_and_kill_count_once_over_the_group(
         for m in (a, b):
             if m is not None:
                 m.kill()
+
+
+def test_slow_judge_and_a_burst_lose_nothing_and_respect_max_in_flight(
+    broker: Any, receiver: Any, tmp_path: Path
+) -> None:
+    """Issue 14 item 3: a burst of split traces against a slow judge (loopback OpenAI server, real
+    openai client): at most ``max_in_flight`` evaluations ever run, partitions are paused while
+    saturated (the gauge shows it), and no trace is lost although the saturation outlasts the
+    inactivity timeout many times over (the assembly clock stands still while paused)."""
+    import time
+
+    from support.openai_server import OpenAIServer
+
+    def slow(_req: Any) -> None:
+        time.sleep(0.3)  # then the smart answer
+        return None
+
+    with OpenAIServer(handler=slow) as judge:
+        names, cfg = _config(
+            broker, receiver, tmp_path, "burst", max_in_flight=3, trace_inactivity_s=1.0
+        )
+        cfg["judge"] = {
+            "base_url": judge.base_url,
+            "api_key": "sk-test-not-a-real-key-123456",
+            "mode": "llm",
+            "max_retries": 1,
+        }
+        msgs, expected = build_traces(40, seed=13)
+        want = {c.split(":")[0] for c in expected}
+        m = Member("m", cfg, tmp_path)
+        peaks = {"in_flight": 0.0, "paused": 0.0}
+        stop = threading.Event()
+
+        def scrape() -> None:
+            while not stop.is_set():
+                s = m.try_scrape()
+                if s is not None:
+                    peaks["in_flight"] = max(
+                        peaks["in_flight"], s.get("nexagauge_evaluations_in_flight", 0.0)
+                    )
+                    peaks["paused"] = max(
+                        peaks["paused"], s.get("nexagauge_paused_partitions", 0.0)
+                    )
+                time.sleep(0.1)
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        scraper.start()
+        try:
+            asyncio.run(produce(broker.bootstrap, names["traces_topic"], msgs, 4))
+
+            def done() -> bool:
+                s = m.try_scrape()
+                return s is not None and counted([s], EVALS) >= len(want)
+
+            ok = wait_for(done, 90, [m])
+            final = m.scrape()
+            missing = want - set(outputs_by_trace(receiver))
+            assert ok, f"{len(want) - len(missing)}/{len(want)} evaluated; {final.get(EVALS)}"
+            stop.set()
+            scraper.join(5)
+            _assert_exactly_once(receiver, expected, [final])
+            assert final.get("nexagauge_late_spans_total", 0.0) == 0.0
+            assert 0 < peaks["in_flight"] <= 3, peaks
+            assert peaks["paused"] > 0, peaks
+            assert judge.stats.requests >= len(want)
+            assert m.terminate() == 0
+        finally:
+            stop.set()
+            m.kill()
