@@ -187,10 +187,17 @@ def answer_types(sentence: str) -> set[str]:
         out.add("verdict")
     if _ADVICE.search(s) or "procedure" in out:
         out.add("advice")
-    if re.search(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b", s[1:]):
+    if any(m.group(1).lower() not in _NOT_NAMES for m in _FULL_NAME.finditer(s)):
         out.add("person")
     return out
 
+
+#: two capitalised words in a row: a full name ("Jane Austen"), unless the first is a function
+#: word that merely starts the sentence ("The Eiffel ...")
+_FULL_NAME = re.compile(r"\b([A-Z][a-z]+) [A-Z][a-z]+\b")
+_NOT_NAMES = frozenset(
+    ["the", "a", "an", "this", "that", "these", "those", "it", "its", "in", "on", "at", "for", "from", "to", "by", "with", "and", "or", "but", "if", "when", "while", "after", "before", "since", "as", "our", "your", "their", "his", "her", "my", "we", "you", "they"]
+)
 
 _CONTINUATION_START = frozenset(
     ["it", "it's", "its", "they", "they're", "their", "them", "this", "that", "that's", "these", "those", "he", "she", "his", "her", "both", "also", "however", "but", "and", "so", "then", "otherwise", "instead", "plus", "even", "still", "which", "such", "there", "here", "the", "latter", "former", "either", "neither", "each"]

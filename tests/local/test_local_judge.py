@@ -314,3 +314,36 @@ async def test_the_judge_offloads_through_the_function_it_is_given() -> None:
                                    "Paris is in France.", GroundingConfig(), node="grounding")  # fmt: skip
     assert out.ok and [v.label for v in out.verdicts] == ["supported"]
     assert len(built) == 1 and calls  # the CPU part went through the given offload
+
+
+@pytest.mark.integration
+async def test_single_correct_answers_are_accepted(judge_embedder: Any) -> None:
+    """Issue 17: on real traffic, one-sentence correct answers were scored 0 on relevance and
+    grounding. Judged alone (no answer around them), most must now be accepted on both."""
+    cases = [
+        ("What is the capital of France?", "The capital of France is Paris.",
+         "Paris is the capital and most populous city of France."),
+        ("How many moons does Mars have?", "Mars has two moons, Phobos and Deimos.",
+         "Mars has two small moons, Phobos and Deimos, which were discovered in 1877."),
+        ("When did World War II end?", "World War II ended in 1945.",
+         "World War II ended in 1945 with the surrender of Germany in May and Japan in September."),
+        ("Who wrote Pride and Prejudice?", "Jane Austen wrote it.",
+         "Pride and Prejudice is an 1813 novel by Jane Austen."),
+        ("What is the boiling point of water at sea level?",
+         "Water boils at 100 degrees Celsius at sea level.",
+         "At standard atmospheric pressure, pure water boils at 100 °C (212 °F)."),
+        ("How long should I boil an egg for a soft yolk?", "About six minutes.",
+         "For a soft, runny yolk, boil the egg for six minutes, then cool it in cold water."),
+    ]  # fmt: skip
+    judge = LocalJudge(embedder=judge_embedder)
+    rel_ok = grd_ok = 0
+    for question, answer, context in cases:
+        rel = await judge.judge_claims("relevance", _claims(answer), question, RelevanceConfig(),
+                                       node="relevance")  # fmt: skip
+        grd = await judge.judge_claims("grounding", _claims(answer), context, GroundingConfig(),
+                                       node="grounding")  # fmt: skip
+        rel_ok += rel.verdicts[0].raw
+        grd_ok += grd.verdicts[0].raw
+    # measured: 5 of 6 on each ("Jane Austen wrote it." is judged off-topic, "About six
+    # minutes." unsupported: docs/local-judge.md, honest limits)
+    assert rel_ok >= 5 and grd_ok >= 5, (rel_ok, grd_ok)
