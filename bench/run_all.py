@@ -91,7 +91,7 @@ def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
     rows: list[Row] = []
     ratios: dict[str, float] = {}
     for line in out.splitlines():
-        m = re.match(r"(sync|async) (.+?)\s{2,}(\d+)\s+([0-9.]+)\s+([0-9.]+)$", line)
+        m = re.match(r"(sync|async|fresh) (.+?)\s{2,}(\d+)\s+([0-9.]+)\s+([0-9.]+)$", line)
         if m:
             kind, label, ns, ratio = m.group(1), m.group(2), int(m.group(3)), float(m.group(4))
             rows.append(

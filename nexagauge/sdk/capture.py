@@ -156,9 +156,12 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
     if output is not None:
         texts.append(output)
         short = short and len(output) <= limit
+    scrubber = call.state.scrubber
+    first_doc = len(texts)
     if docs:
-        short = document_texts(docs, texts, limit) and short
-    clean = short and call.state.scrubber.all_clean(texts)
+        short = document_texts(docs, texts, limit, scrubber.known_clean) and short
+    # documents found clean are remembered: a passage retrieved again is not scanned again
+    clean = short and scrubber.all_clean(texts, texts[first_doc:])
     if text_in is not None:
         attrs[C.GEN_AI_INPUT_MESSAGES] = (
             _IN_HEAD

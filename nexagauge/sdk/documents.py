@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 import types
-from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Container, Generator, Iterable, Mapping
 from typing import Any
 
 from nexagauge.sdk import conventions as C
@@ -134,18 +134,22 @@ def _strings(value: Any, out: list[str], limit: int) -> bool:
     return ok
 
 
-def document_texts(docs: list[dict[str, Any]], out: list[str], limit: int) -> bool:
-    """Append the recorded strings of ``docs`` to ``out``; False when one exceeds ``limit``."""
+def document_texts(
+    docs: list[dict[str, Any]], out: list[str], limit: int, known: Container[str] = ()
+) -> bool:
+    """Append the recorded strings of ``docs`` to ``out`` (the contents in ``known`` -- already
+    found clean -- left out); False when one exceeds ``limit``."""
     ok = True
     for doc in docs:
         if len(doc) == 1:  # content only (from a plain string)
             content = doc.get(C.DOC_CONTENT)
             if type(content) is str:
-                out.append(content)
-                ok = ok and len(content) <= limit
+                if content not in known:
+                    out.append(content)
+                    ok = ok and len(content) <= limit
                 continue
         content = doc.get(C.DOC_CONTENT)
-        if isinstance(content, str):
+        if isinstance(content, str) and content not in known:
             out.append(content)
             ok = ok and len(content) <= limit
         ident = doc.get(C.DOC_ID)

@@ -52,6 +52,10 @@ _SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for
 # the key gate looks at most at this many separators (then it lets the rules run)
 _MAX_KEY_SEPARATORS = 64
 _KEY_STRIP = b"\"'\\ \t"
+# the memo of texts found clean (documents retrieved again are not scanned again)
+MEMO_TEXTS = 4096
+MEMO_CHARS = 2_000_000
+MEMO_MAX_TEXT = 8192
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
 
@@ -161,7 +165,16 @@ class Scrubber:
         ('mail [scrubbed:email]', ['a:email'])
     """
 
-    __slots__ = ("_all_keys", "_by_shape", "_key_tails", "_rules", "hook", "scrub_keys")
+    __slots__ = (
+        "_all_keys",
+        "_by_shape",
+        "_key_tails",
+        "_memo_chars",
+        "_rules",
+        "hook",
+        "known_clean",
+        "scrub_keys",
+    )
 
     def __init__(
         self,
@@ -178,6 +191,10 @@ class Scrubber:
             rules.extend(_Compiled(r, builtin=True) for r in PII_RULES)
         rules.extend(_Compiled(r, builtin=False) for r in extra_rules)
         self._rules = tuple(rules)
+        #: texts (documents) this scrubber found clean: a passage retrieved again is not scanned
+        #: again (bounded: MEMO_TEXTS texts, MEMO_CHARS characters, oldest dropped first)
+        self.known_clean: dict[str, None] = {}
+        self._memo_chars = 0
         self._all_keys = tuple({k for r in rules for k in (r.keys or ())})
         if any(len(k) < 3 or len(k) > 16 for k in self._all_keys):
             raise ValueError("scrub rule keys must be 3 to 16 characters long")
@@ -287,7 +304,7 @@ class Scrubber:
             return False
         return not self._rules or not self._candidates(raw)
 
-    def all_clean(self, texts: list[str]) -> bool:
+    def all_clean(self, texts: list[str], remember: list[str] | None = None) -> bool:
         """True when :meth:`scrub` would certainly return each of ``texts`` unchanged.
 
         One pass over the texts joined by :data:`JOIN`: the gates, then (only for built-in rules
@@ -295,6 +312,7 @@ class Scrubber:
         text matches in none of the parts: its matches never need the text around them and every
         boundary it tests accepts a newline as it accepts the start or end of a text.
         Custom rules and hooks may depend on where a text starts, so they make this False.
+        ``remember``: texts (among ``texts``) to add to :attr:`known_clean` when all are clean.
 
         Example::
 
@@ -313,7 +331,24 @@ class Scrubber:
         for rule in self._candidates(raw):
             if not rule.builtin or rule.regex.search(joined) is not None:
                 return False
+        if remember:
+            self._remember(remember)
         return True
+
+    def _remember(self, texts: list[str]) -> None:
+        memo = self.known_clean
+        for text in texts:
+            if text not in memo and len(text) <= MEMO_MAX_TEXT:
+                memo[text] = None
+                self._memo_chars += len(text)
+        try:
+            while len(memo) > MEMO_TEXTS or self._memo_chars > MEMO_CHARS:
+                oldest = next(iter(memo))
+                del memo[oldest]
+                self._memo_chars -= len(oldest)
+        except (KeyError, RuntimeError, StopIteration):  # another thread evicted meanwhile
+            memo.clear()
+            self._memo_chars = 0
 
     def _candidates(self, raw: bytes) -> list[_Compiled]:
         """The rules whose gates ``raw`` passes (usually none).

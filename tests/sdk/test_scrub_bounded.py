@@ -34,9 +34,9 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Recorder, list[int]
         sizes.append(len(text))
         return real_scrub(self, attribute, text)
 
-    def all_clean(self: Scrubber, texts: list[str]) -> bool:
+    def all_clean(self: Scrubber, texts: list[str], remember: list[str] | None = None) -> bool:
         sizes.extend(len(t) for t in texts)
-        return real_all_clean(self, texts)
+        return real_all_clean(self, texts, remember)
 
     monkeypatch.setattr(Scrubber, "scrub", scrub)
     monkeypatch.setattr(Scrubber, "all_clean", all_clean)
@@ -84,3 +84,49 @@ def test_long_streams_and_exceptions_are_cut_before_they_are_scrubbed(
         boom("q")
     assert rec.one("gen") and rec.one("boom")
     assert max(sizes) <= LIMIT + SCRUB_MARGIN
+
+
+def test_a_passage_retrieved_again_is_not_scanned_again(
+    spied: tuple[Recorder, list[int]],
+) -> None:
+    rec, sizes = spied
+    passage = "The Eiffel Tower is 330 m tall. Note: it was finished in 1889. " * 3
+
+    @nexagauge.trace(name="rag")
+    def answer(question: str, context: list[str]) -> str:
+        return "330 m"
+
+    answer("how tall?", [passage])
+    assert len(passage) in sizes  # scanned the first time
+    sizes.clear()
+    answer("how tall is it?", [passage])
+    assert len(passage) not in sizes  # remembered as clean
+    assert passage in rec.spans[-1].attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS]
+
+
+def test_passages_with_secrets_are_never_remembered(rec: Recorder) -> None:
+    passage = "deploy notes: OPENAI_API_KEY=q8Vn2Lx7Rt4Kp9Wm3Zs6 then restart"
+
+    @nexagauge.trace(name="rag")
+    def answer(question: str, context: list[str]) -> str:
+        return "ok"
+
+    for _ in range(3):
+        answer("q", [passage])
+    scrubber = sdk_config.STATE.scrubber
+    assert passage not in scrubber.known_clean
+    for span in rec.spans:
+        assert "q8Vn2Lx7Rt4Kp9Wm3Zs6" not in span.attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS]
+
+
+def test_the_memo_is_bounded() -> None:
+    from nexagauge.sdk import scrubbing
+
+    scrubber = Scrubber()
+    texts = [f"passage {i}: " + "lorem ipsum " * 40 for i in range(scrubbing.MEMO_TEXTS * 2)]
+    for i in range(0, len(texts), 64):
+        batch = texts[i : i + 64]
+        assert scrubber.all_clean(batch, batch)
+    assert len(scrubber.known_clean) <= scrubbing.MEMO_TEXTS
+    assert sum(map(len, scrubber.known_clean)) <= scrubbing.MEMO_CHARS
+    assert texts[-1] in scrubber.known_clean and texts[0] not in scrubber.known_clean
