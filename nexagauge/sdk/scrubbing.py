@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -193,7 +194,7 @@ class Scrubber:
         self._rules = tuple(rules)
         #: texts (documents) this scrubber found clean: a passage retrieved again is not scanned
         #: again (bounded: MEMO_TEXTS texts, MEMO_CHARS characters, oldest dropped first)
-        self.known_clean: dict[str, None] = {}
+        self.known_clean: OrderedDict[str, None] = OrderedDict()
         self._memo_chars = 0
         self._all_keys = tuple({k for r in rules for k in (r.keys or ())})
         if any(len(k) < 3 or len(k) > 16 for k in self._all_keys):
@@ -343,11 +344,9 @@ class Scrubber:
                 self._memo_chars += len(text)
         try:
             while len(memo) > MEMO_TEXTS or self._memo_chars > MEMO_CHARS:
-                oldest = next(iter(memo))
-                del memo[oldest]
+                oldest, _ = memo.popitem(last=False)  # O(1): a linked list, not a dict scan
                 self._memo_chars -= len(oldest)
-        except (KeyError, RuntimeError, StopIteration):  # another thread evicted meanwhile
-            memo.clear()
+        except KeyError:  # emptied by another thread meanwhile
             self._memo_chars = 0
 
     def _candidates(self, raw: bytes) -> list[_Compiled]:
