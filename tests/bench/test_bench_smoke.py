@@ -59,6 +59,7 @@ def test_sdk_overhead_runs_and_reports_ratios():
             line = next(x for x in out.splitlines() if x.startswith(f"{kind} {label}"))
             ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
             assert ns > 0 and 0 < ratio < 100, line
+    assert "fresh @nexagauge.trace (defaults)" in out and "10 MB base64 argument" in out
     # every way of being off is measured
     offs = [x for x in out.splitlines() if x.startswith("  off, ")]
     assert len(offs) == 4, out
