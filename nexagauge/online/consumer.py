@@ -241,9 +241,9 @@ class ConsumerLoop:
                 continue
             pos = self.handler.tracker.committed_position((tp.topic, tp.partition))
             if pos is None:
-                try:
-                    pos = await self.consumer.committed(tp)
-                except (IllegalStateError, KafkaError):
+                try:  # bounded: aiokafka retries through a broker outage (the loop would stall)
+                    pos = await asyncio.wait_for(self.consumer.committed(tp), timeout=2.0)
+                except (IllegalStateError, KafkaError, TimeoutError):
                     continue
             self.handler.report_lag(tp, max(0, hw - (pos or 0)))
 
