@@ -48,7 +48,9 @@ def retry_delay(s: JudgeSettings, attempt: int, retry_after_s: float | None) -> 
     """Seconds before retry number ``attempt + 1``: the endpoint's ``Retry-After`` (capped, plus
     a little jitter) when it sent one, else exponential backoff with equal jitter."""
     if retry_after_s is None:
-        base = min(s.backoff_max_s, s.backoff_base_s * (2**attempt))
+        # exponent capped: behind the online circuit breaker attempts never stop, and 2**1100
+        # no longer converts to a float
+        base = min(s.backoff_max_s, s.backoff_base_s * (2 ** min(attempt, 32)))
         return base / 2 + random.random() * base / 2  # equal jitter
     return min(retry_after_s, MAX_RETRY_AFTER_S) + random.random() * s.backoff_base_s * 0.1
 

@@ -171,3 +171,12 @@ async def test_timeouts_are_transient_and_waited_out(server: OpenAIServer) -> No
         await b.aclose()
         await judge.aclose()
     assert j.ok and b.opened >= 1  # type: ignore[attr-defined]
+
+
+def test_backoff_after_thousands_of_attempts_stays_at_the_cap() -> None:
+    """Behind the breaker a call retries for as long as an outage lasts (8 h at the 30 s cap
+    is ~1,000 attempts): the delay must not overflow."""
+    from nexagauge.judge.retry import retry_delay
+
+    s = JudgeSettings(backoff_base_s=0.5, backoff_max_s=30.0)
+    assert all(15.0 <= retry_delay(s, n, None) <= 30.0 for n in (10, 1100, 100_000))
