@@ -25,6 +25,11 @@ MAX_DOCUMENTS = 256
 SCRUB_MARGIN = 256
 
 
+#: static attributes whose values the SDK itself writes (not app data): never scrubbed, so a hook
+#: that redacts everything cannot make spans unrecognisable to the evaluator
+_SDK_CONSTANTS = frozenset({C.GEN_AI_OPERATION_NAME, C.NG_SDK_VERSION})
+
+
 def add_marks(marks: list[str] | None, new: list[str]) -> list[str]:
     """``marks`` plus the ones of ``new`` not already there (order kept)."""
     if marks is None:
@@ -86,7 +91,11 @@ class Meta:
         static: dict[str, Any] = {}
         for key, value in self.raw_static.items():
             found = None
-            if isinstance(value, str):
+            if (
+                key in _SDK_CONSTANTS
+            ):  # written by the SDK, never app data: the evaluator needs them
+                pass
+            elif isinstance(value, str):
                 value, found = scrubber.scrub(key, value)
             elif isinstance(value, (dict, list)):  # structured: scrubbed before it is JSON
                 data, found = scrubber.scrub_data(key, value)

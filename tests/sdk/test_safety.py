@@ -514,6 +514,9 @@ def test_failing_hook_drops_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
         assert _out(span) == "[scrubbed:hook_error]"
         assert f"{C.GEN_AI_OUTPUT_MESSAGES}:hook_error" in span.attributes[C.NG_SCRUBBED]
         assert "span.name:hook_error" in span.attributes[C.NG_SCRUBBED]
+        # what the SDK itself writes stays readable for the evaluator
+        assert span.attributes[C.GEN_AI_OPERATION_NAME] == C.OPERATION_INVOKE_WORKFLOW
+        assert span.attributes[C.NG_SDK_VERSION] == nexagauge.__version__
     finally:
         _errors.set_strict(None)
         nexagauge.shutdown()
