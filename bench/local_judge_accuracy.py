@@ -211,6 +211,27 @@ def errors(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list
     return out
 
 
+DECIDE = ROOT / "nexagauge" / "judge" / "local_decide.py"
+
+
+def _model_source(m: Any) -> str:
+    weights = "".join(f'            ("{n}", {w}),\n' for n, w in m.weights)
+    return f"LinearModel(\n        bias={m.bias},\n        weights=(\n{weights}        ),\n    )"
+
+
+def write_calibrated(thr: LocalThresholds) -> None:
+    """Replace the ``CALIBRATED = ...`` block of ``local_decide.py`` with ``thr`` (after the
+    labelled data grew: the calibration test fails until the shipped models are refitted)."""
+    src = DECIDE.read_text("utf-8")
+    start = src.index("CALIBRATED = LocalThresholds(")
+    end = src.index(")  # fmt: skip", start) + len(")  # fmt: skip")
+    block = (
+        f"CALIBRATED = LocalThresholds(\n    relevance={_model_source(thr.relevance)},\n"
+        f"    grounding={_model_source(thr.grounding)},\n)  # fmt: skip"
+    )
+    DECIDE.write_text(src[:start] + block + src[end:], "utf-8")
+
+
 def meets_targets(rows: list[Row]) -> bool:
     """v2 (unlike the calibration text): accuracy >= TARGET_ACCURACY per task; v1 clear pairs
     >= TARGET_V1_CLEAR."""
@@ -226,6 +247,8 @@ def meets_targets(rows: list[Row]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibrate", action="store_true", help="refit on the calibration halves")
+    ap.add_argument("--write", action="store_true",
+                    help="with --calibrate: write the fitted models into local_decide.py")  # fmt: skip
     ap.add_argument("--errors", action="store_true", help="list misjudged rows of --split")
     ap.add_argument("--split", default="heldout", choices=["heldout", "calibration"])
     ap.add_argument("--json", action="store_true")
@@ -238,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         thr = calibrate_on(prep)
         print(f"fitted on the calibration halves:\n  relevance={thr.relevance}\n  grounding={thr.grounding}")
         print("equals the shipped models" if thr == CALIBRATED else "DIFFERS from the shipped models")
+        if args.write and thr != CALIBRATED:
+            write_calibrated(thr)
+            print(f"written to {DECIDE}: bump CALIBRATION_VERSION and re-measure the docs' tables")
     rows = evaluate(prep, thr, args.split)
     if args.json:
         print(json.dumps([{"set": r.set, "task": r.task, "subset": r.subset, "ci": r.ci,

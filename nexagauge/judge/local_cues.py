@@ -17,8 +17,8 @@ gives, so the judge can weigh them with the similarity:
   that share almost every word with the evidence ("faster"/"slower", "every" for "usually").
 
 Example:
-    >>> question_type("How often should I feed it?"), sorted(answer_types("Feed it twice a day."))
-    ('frequency', ['frequency', 'procedure', 'quantity'])
+    >>> question_type("How often should I feed it?"), sorted(answer_types("Give it food twice a day."))
+    ('frequency', ['advice', 'duration', 'frequency', 'procedure'])
 """
 
 from __future__ import annotations

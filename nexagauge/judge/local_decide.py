@@ -356,8 +356,14 @@ def _raw_of(canon: str) -> str:
 
 
 def decide_grounding(f: GroundingFeatures, thr: LocalThresholds) -> tuple[bool, str]:
-    """``(supported, label)`` with label ``supported`` / ``contradicted`` / ``not_supported``."""
-    if thr.grounding.score(f.vector()) >= 0:
+    """``(supported, label)`` with label ``supported`` / ``contradicted`` / ``not_supported``.
+
+    A number or a name that the context does not contain is never supported, however similar
+    the sentence (embeddings rate "Paris" and "Lyon", or 1889 and 1899, as near-synonyms); the
+    linear model decides the rest.
+    """
+    hard = bool(f.missing_numbers or f.missing_entities)
+    if not hard and thr.grounding.score(f.vector()) >= 0:
         return True, LABEL_SUPPORTED
     return False, LABEL_CONTRADICTED if f.conflict else LABEL_NOT_SUPPORTED
 
