@@ -5,7 +5,8 @@ replay stopped up to the topic's current end, re-evaluates every failed evaluati
 its case, and emits the results exactly as ``nexagauge serve`` would (evaluation spans to the
 OTLP endpoint, idempotent per evaluation id). What still fails is dead-lettered again (or, with
 ``--emit-failed``, emitted as a failed evaluation). Poison messages and records without a case are
-counted, not replayed. See docs/online.md "Dead letters and replay".
+counted, not replayed, unless ``--poison`` sends the raw ones back to their source topic. See
+docs/online.md "Dead letters and replay".
 
 Exit status: 0 when every replayable record evaluated, 1 when some failed again or crashed.
 
@@ -55,6 +56,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--emit-failed",
         action="store_true",
         help="emit what still fails as failed evaluations instead of dead-lettering it again",
+    )
+    r.add_argument(
+        "--poison",
+        action="store_true",
+        help="also send poison messages (kept raw) back to their source topic, for serve to "
+        "read again after a fix (e.g. a raised kafka.max_message_bytes)",
     )
     r.add_argument("--dry-run", action="store_true", help="only count what would be replayed")
     return p
@@ -107,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 emit_failed=args.emit_failed,
                 dry_run=args.dry_run,
+                poison=args.poison,
             )
         )
     except KafkaConnectionError as e:

@@ -5,7 +5,9 @@ replayed. **The value is then the app's raw message, with every secret the app s
 DLQ topic needs the same access control and retention as the collector's topics. Operators who
 cannot keep such a copy set ``kafka.dlq_payload = "reference"``: the record's value is then a
 small JSON reference (``source`` topic/partition/offset, ``size``, ``sha256``) to the original,
-which stays in its topic for that topic's retention. The reason travels in headers:
+which stays in its topic for that topic's retention. A message too large for the producer
+(``too_large`` poison: more than ``kafka.max_message_bytes``) is always referenced so. The reason
+travels in headers:
 
 - ``nexagauge.dlq.reason``: a stable token (``undecodable``, ``too_large``, ``invalid_ids``,
   ``not_otlp``, ``decode_error`` (a decoder bug), ``evaluation_failed``, ``emit_failed``),
@@ -66,6 +68,17 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return redact(text, limit=4 * MAX_DETAIL)
 
 
+def dlq_value_limit(max_message_bytes: int) -> int:
+    """Largest raw value a producer of ``max_request_size = max_message_bytes`` can forward
+    (record and header overhead kept aside).
+
+    Example:
+        >>> dlq_value_limit(8 * 1024 * 1024)
+        8384512
+    """
+    return max(max_message_bytes // 2, max_message_bytes - 4096)
+
+
 class _Producer(Protocol):
     async def send_and_wait(
         self,
@@ -85,12 +98,17 @@ class DeadLetters:
         topic: str,
         secrets: Iterable[str] = (),
         payload: Literal["raw", "reference"] = "raw",
+        max_value_bytes: int | None = None,
     ) -> None:
         self.producer = producer
         self.topic = topic
         self.secrets = [s for s in secrets if s]
         register_secret(*self.secrets)
         self.payload = payload
+        #: a raw poison message larger than this (what the producer can send) is referenced
+        #: instead: a ``too_large`` message could otherwise never be dead-lettered, and its
+        #: partition would never commit past it
+        self.max_value_bytes = max_value_bytes
 
     def _detail(self, detail: str) -> bytes:
         return scrub(detail, self.secrets)[:MAX_DETAIL].encode("utf-8", "replace")
@@ -108,7 +126,10 @@ class DeadLetters:
     ) -> None:
         """Forward an unprocessable message (as is, or a reference to it), reason in headers."""
         source = f"{topic}/{partition}/{offset}"
-        if self.payload == "reference":
+        mode = self.payload
+        if self.max_value_bytes is not None and len(value or b"") > self.max_value_bytes:
+            mode = "reference"
+        if mode == "reference":
             raw = value or b""
             ref = {"source": source, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
             value = json.dumps(ref, sort_keys=True).encode()
@@ -116,7 +137,7 @@ class DeadLetters:
             (HEADER_REASON, reason.encode()),
             (HEADER_DETAIL, self._detail(detail)),
             (HEADER_SOURCE, source.encode()),
-            (HEADER_PAYLOAD, self.payload.encode()),
+            (HEADER_PAYLOAD, mode.encode()),
         ]
         await self.producer.send_and_wait(self.topic, value=value, key=key, headers=headers)
 

@@ -35,6 +35,7 @@ Example (not run: needs a broker)::
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -49,11 +50,14 @@ from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online.consumer import client_kwargs
 from nexagauge.online.dlq import (
+    HEADER_PAYLOAD,
     HEADER_REASON,
     HEADER_REPLAY_RUN,
+    HEADER_SOURCE,
     RECORD_VERSION,
     DeadLetters,
     FailedCase,
+    dlq_value_limit,
 )
 from nexagauge.online.health import attach_breaker
 from nexagauge.online.plans import Executors
@@ -75,6 +79,7 @@ class ReplayStats:
     failed_again: int = 0  # dead-lettered again (still failing)
     emitted_failed: int = 0  # still failing, emitted as failed (``emit_failed=True``)
     replayable: int = 0  # records holding a case (what a dry run reports)
+    republished: int = 0  # poison messages sent back to their source topic (``poison=True``)
     crashed: int = 0  # replays that raised (then nothing is committed: the next replay retries)
     not_replayable: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # first few error texts of failures
@@ -90,6 +95,7 @@ class ReplayStats:
             f"{self.evaluated} evaluated and emitted, "
             f"{self.failed_again} failed again (dead-lettered again), "
             f"{self.emitted_failed} emitted as failed, "
+            f"{self.republished} poison messages republished, "
             f"{sum(self.not_replayable.values())} not replayable"
             + (f" ({skipped})" if skipped else "")
             + crashed
@@ -100,6 +106,53 @@ def _header(rec: ConsumerRecord[Any, Any], name: str) -> str | None:
     for k, v in rec.headers or ():
         if k == name:
             return bytes(v).decode("utf-8", "replace")
+    return None
+
+
+@dataclass(frozen=True)
+class _PoisonRef:
+    """Where a poison message came from and the digest of its bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    sha256: str
+    raw: bytes | None  # the message itself when the record holds it (payload ``raw``)
+
+
+def _poison_ref(rec: ConsumerRecord[Any, Any]) -> _PoisonRef | None:
+    """The source of a poison record (raw: its value; reference: ``{source, size, sha256}``)."""
+    source = _header(rec, HEADER_SOURCE) or ""
+    if (_header(rec, HEADER_PAYLOAD) or "raw") == "raw":
+        raw = bytes(rec.value or b"")
+        digest = hashlib.sha256(raw).hexdigest()
+    else:
+        try:
+            ref = json.loads(rec.value or b"")
+            source, digest, raw = str(ref["source"]), str(ref["sha256"]), None
+        except (ValueError, KeyError, TypeError):
+            return None
+    topic, _, rest = source.rpartition("/")
+    topic, _, part = topic.rpartition("/")
+    try:
+        return _PoisonRef(topic, int(part), int(rest), digest, raw) if topic else None
+    except ValueError:
+        return None
+
+
+async def _read_source(consumer: AIOKafkaConsumer, ref: _PoisonRef) -> bytes | None:
+    """The original message of a referenced poison record, if its topic still retains it."""
+    tp = TopicPartition(ref.topic, ref.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, ref.offset)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        batch = await consumer.getmany(tp, timeout_ms=500, max_records=1)
+        for rec in batch.get(tp, []):
+            if rec.offset == ref.offset and rec.value is not None:
+                value = bytes(rec.value)
+                return value if hashlib.sha256(value).hexdigest() == ref.sha256 else None
+            return None  # the offset is gone (retention): the next record came back
     return None
 
 
@@ -211,13 +264,18 @@ async def replay_dead_letters(
     limit: int | None = None,
     emit_failed: bool = False,
     dry_run: bool = False,
+    poison: bool = False,
 ) -> ReplayStats:
     """Replay the DLQ topic up to its current end (see module docstring); returns what it did.
 
     The replay group is ``<kafka.group_id>-dlq-replay``; its committed offsets make a second
     replay start after the first (``from_beginning`` re-reads everything: evaluation ids keep it
     idempotent). ``limit`` stops after that many records (the rest stays for the next replay);
-    ``dry_run`` only counts (no evaluation, no commit).
+    ``dry_run`` only counts (no evaluation, no commit). ``poison``: also send every poison
+    message kept byte for byte (``kafka.dlq_payload = "raw"``) back to the topic it came from,
+    for ``serve`` to read again after a fix of what rejected it (a raised
+    ``kafka.max_message_bytes``, a decoder fix); one that is still rejected comes back to the DLQ,
+    and this run stops at it.
     """
     k, o = settings.kafka, settings.online
     own_runtime, own_emitter = runtime is None, emitter is None
@@ -242,6 +300,7 @@ async def replay_dead_letters(
     await producer.start()
     breaker = None
     stats = ReplayStats()
+    source_reader: AIOKafkaConsumer | None = None  # reads the originals of referenced poison
     try:
         await consumer.topics()  # a metadata refresh: a fresh client may not know the topic yet
         parts = consumer.partitions_for_topic(k.dlq_topic) or set()
@@ -252,7 +311,13 @@ async def replay_dead_letters(
         if from_beginning:
             await consumer.seek_to_beginning(*tps)
         secrets = [x.get_secret_value() for x in (settings.judge.api_key, k.sasl_password) if x]
-        dlq = DeadLetters(producer, k.dlq_topic, secrets, payload=k.dlq_payload)
+        dlq = DeadLetters(
+            producer,
+            k.dlq_topic,
+            secrets,
+            payload=k.dlq_payload,
+            max_value_bytes=dlq_value_limit(k.max_message_bytes),
+        )
         run_id = uuid.uuid4().hex
         replayer: Replayer | None = None
         if not dry_run:
@@ -266,6 +331,7 @@ async def replay_dead_letters(
         tasks: set[asyncio.Task[None]] = set()
         done_to: dict[TopicPartition, int] = {}
         stopped: set[TopicPartition] = set()  # reached this run's own re-dead-letters
+        republished: set[str] = set()  # sha256 of the poison values this run sent back
 
         async def one(body: dict[str, Any], reason: str) -> None:
             assert replayer is not None
@@ -292,13 +358,42 @@ async def replay_dead_letters(
                 for rec in recs:
                     if tp in stopped or (limit is not None and stats.read >= limit):
                         break
-                    if _header(rec, HEADER_REPLAY_RUN) == run_id:
-                        stopped.add(tp)  # ours: left (uncommitted) for the next replay
+                    ref = _poison_ref(rec) if republished else None
+                    ours = _header(rec, HEADER_REPLAY_RUN) == run_id or (
+                        ref is not None and ref.sha256 in republished  # sent back, rejected again
+                    )
+                    if ours:
+                        stopped.add(tp)  # left (uncommitted) for the next replay
                         consumer.pause(tp)
                         break
                     stats.read += 1
                     done_to[tp] = rec.offset + 1
                     body, why = parse_dead_letter(rec)
+                    if body is None and poison and why.startswith("poison:"):
+                        ref = _poison_ref(rec)
+                        if ref is None:
+                            stats.skip(f"{why}:no_source")
+                        elif dry_run:
+                            stats.skip(f"{why}:would_republish")
+                        else:
+                            if ref.raw is None:
+                                if source_reader is None:
+                                    source_reader = AIOKafkaConsumer(
+                                        enable_auto_commit=False,
+                                        max_partition_fetch_bytes=64 * 1024 * 1024,
+                                        **client_kwargs(k),
+                                    )
+                                    await source_reader.start()
+                                value = await _read_source(source_reader, ref)
+                            else:
+                                value = ref.raw
+                            if value is None:
+                                stats.skip(f"{why}:source_gone")
+                                continue
+                            await producer.send_and_wait(ref.topic, value=value, key=rec.key)
+                            republished.add(ref.sha256)
+                            stats.republished += 1
+                        continue
                     if body is None:
                         stats.skip(why)
                         continue
@@ -313,6 +408,8 @@ async def replay_dead_letters(
             await consumer.commit(done_to)
         return stats
     finally:
+        if source_reader is not None:
+            await source_reader.stop()
         if breaker is not None:
             await breaker.aclose()
         await consumer.stop()

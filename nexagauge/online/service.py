@@ -49,7 +49,7 @@ from nexagauge.online.decode import (
     decode_logs,
     decode_traces,
 )
-from nexagauge.online.dlq import DeadLetters, FailedCase
+from nexagauge.online.dlq import DeadLetters, FailedCase, dlq_value_limit
 from nexagauge.online.extract import (
     TRACELOOP_SESSION_ID,
     ExtractedCase,
@@ -824,7 +824,13 @@ class OnlineService:
         from nexagauge.online.lograte import install_log_rate_limit
 
         install_log_rate_limit(o.log_repeat_interval_s)  # no ERROR flood while the broker is away
-        dlq = DeadLetters(self._producer, k.dlq_topic, secrets, payload=k.dlq_payload)
+        dlq = DeadLetters(
+            self._producer,
+            k.dlq_topic,
+            secrets,
+            payload=k.dlq_payload,
+            max_value_bytes=dlq_value_limit(k.max_message_bytes),
+        )
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
         self.stage.breaker = self.breaker
         self.stage.keys = keys

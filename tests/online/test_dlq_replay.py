@@ -26,7 +26,7 @@ from nexagauge.online.service import OnlineService
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 
-from .kafka_helpers import produce, settings_dict, toml_config, topics
+from .kafka_helpers import produce, read_all, settings_dict, toml_config, topics
 from .otlp import rand_tid, sdk_turn, sid, traces_request
 
 pytestmark = pytest.mark.integration
@@ -146,3 +146,49 @@ def test_permanent_failures_are_replayed_after_the_fix(broker: Any, tmp_path: Pa
         evals = [s for s in rx.spans if s.name == C.NG_EVALUATION_SPAN_NAME]
         by_case = Counter(f"{s.trace_id}:{s.parent_span_id}" for s in evals)
         assert by_case == Counter(bad), by_case  # each replayed case exactly once
+
+
+def test_poison_messages_go_back_to_their_topic_after_the_fix(broker: Any) -> None:
+    """A message over ``kafka.max_message_bytes`` is dead-lettered as a reference (the producer
+    cannot forward it: before, it was never dead-lettered and its partition never committed past
+    it); after the limit is raised, ``replay --poison`` reads the original from its topic, sends it
+    back, and ``serve`` evaluates its trace."""
+    names = topics("poison")
+    asyncio.run(broker.create_topics({names["traces_topic"]: 1, names["logs_topic"]: 1}))
+    big_t, small_t = rand_tid(), rand_tid()
+    big = traces_request(sdk_turn(big_t, "Long question?", "A long answer. " * 200))
+    small = traces_request(sdk_turn(small_t, "Q?", "A."))
+    assert len(small) < 1024 < len(big)
+    strict = Settings(**settings_dict(broker.bootstrap, names))
+    strict.kafka = strict.kafka.model_copy(update={"max_message_bytes": 1024})
+    fixed = Settings(**settings_dict(broker.bootstrap, names))
+    rec = Recorder()
+
+    async def serve_until(settings: Settings, done: Any) -> OnlineService:
+        svc = OnlineService(settings, emitter=rec, serve_http=False)
+        await svc.start()
+        stop = asyncio.Event()
+        runner = asyncio.ensure_future(svc.run_until(stop))
+        try:
+            assert await wait_for(lambda: done(svc), 30), (rec.cases, svc.rekey_stage.poison)
+        finally:
+            stop.set()
+            await runner
+        return svc
+
+    async def first() -> None:
+        await produce(broker.bootstrap, names["traces_topic"], [small, big], 1)
+        await serve_until(strict, lambda s: len(rec.cases) == 1 and s.rekey_stage.poison == 1)
+
+    asyncio.run(first())
+    assert rec.cases == [f"{small_t.hex()}:{sid(1).hex()}"]
+    # the message was too large to forward: the DLQ holds a reference, the original stays put
+    [dl] = asyncio.run(read_all(broker.bootstrap, names["dlq_topic"], 1))
+    assert dict(dl.headers)["nexagauge.dlq.payload"] == b"reference" and len(dl.value) < 300
+    dry = asyncio.run(replay_dead_letters(fixed, emitter=Recorder(), poison=True, dry_run=True))
+    assert dry.not_replayable == {"poison:too_large:would_republish": 1}, dry
+    stats = asyncio.run(replay_dead_letters(fixed, emitter=Recorder(), poison=True))
+    assert (stats.read, stats.republished) == (1, 1), stats
+    big_case = f"{big_t.hex()}:{sid(1).hex()}"
+    asyncio.run(serve_until(fixed, lambda s: big_case in rec.cases))
+    assert sorted(rec.cases) == sorted([f"{small_t.hex()}:{sid(1).hex()}", big_case])

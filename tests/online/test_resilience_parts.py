@@ -109,3 +109,27 @@ def test_own_warnings_pass_own_errors_are_limited() -> None:
 
     assert all(f.filter(own(logging.WARNING)) for _ in range(5))  # one per poison message
     assert [f.filter(own(logging.ERROR)) for _ in range(3)] == [True, False, False]
+
+
+async def test_a_poison_message_too_large_to_forward_is_referenced() -> None:
+    import hashlib
+    import json
+
+    from nexagauge.online.dlq import DeadLetters, dlq_value_limit
+
+    sent: list[dict[str, object]] = []
+
+    class Producer:
+        async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                                headers: list[tuple[str, bytes]] | None = None) -> None:  # fmt: skip
+            sent.append({"value": value, "headers": dict(headers or [])})
+
+    dlq = DeadLetters(Producer(), "dlq", max_value_bytes=dlq_value_limit(2048))
+    big, small = b"x" * 5000, b"y" * 10
+    for off, value in enumerate((big, small)):
+        await dlq.poison(topic="spans", partition=0, offset=off, key=None, value=value,
+                         reason="too_large", detail="too big")  # fmt: skip
+    ref = json.loads(sent[0]["value"])  # type: ignore[arg-type]
+    assert sent[0]["headers"]["nexagauge.dlq.payload"] == b"reference"  # type: ignore[index]
+    assert ref == {"source": "spans/0/0", "size": 5000, "sha256": hashlib.sha256(big).hexdigest()}
+    assert sent[1]["value"] == small  # small ones stay byte for byte
