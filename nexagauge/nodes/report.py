@@ -40,6 +40,8 @@ class CaseReport(BaseModel):
     case_id: str
     target: str
     judge: str | None = None
+    #: which variant judged (the local judge: embedder, lexicon and calibration version)
+    judge_model: str | None = None
     scores: dict[str, float | None] = Field(default_factory=dict)
     passed: dict[str, bool | None] = Field(default_factory=dict)
     errors: dict[str, str] = Field(default_factory=dict)
@@ -64,7 +66,11 @@ class ReportNode(Node):
         if ctx.metric_nodes and len(ctx.metric_nodes) > 1:
             target = "eval"
         rep = CaseReport(
-            case_id=ctx.case.case_id, target=target, judge=summary.judge, cost=summary.cost
+            case_id=ctx.case.case_id,
+            target=target,
+            judge=summary.judge,
+            judge_model=summary.judge_model,
+            cost=summary.cost,
         )
         for m in summary.metrics:
             key = m.name if m.name not in rep.scores else f"{m.node}.{m.name}"

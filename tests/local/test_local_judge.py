@@ -202,6 +202,8 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
     summary = res.outcomes["eval"].output
     assert summary.judge == "local"  # type: ignore[union-attr]
     assert summary.judge_model == rt.judge.describe()  # type: ignore[union-attr]
+    report = res.outcomes["report"].output
+    assert report.judge_model == rt.judge.describe()  # type: ignore[union-attr]
     assert rel.meta["calibration"] == CALIBRATION_VERSION and rel.meta["lexicon"] == LEXICON
     # nodes that need a real LLM are skipped, saying why
     for node in ("redteam", "geval_steps"):
