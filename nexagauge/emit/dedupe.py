@@ -10,15 +10,15 @@ What this does and does not guarantee (also in docs/emit.md):
 
 * same process: a key seen within the last ``capacity`` keys is never counted twice;
 * restart on the same volume with the journal: the same, for keys journaled before the crash (the
-  journal is written *before* the counters move, so a crash in between under-counts one
-  evaluation rather than double counting it; each append is flushed to the OS, which survives a
-  process crash; ``fsync=True`` also survives a power loss);
+  journal is written after the evaluation span's export is confirmed and *before* the counters
+  move; each append is flushed to the OS, which survives a process crash; ``fsync=True`` also
+  survives a power loss);
 * several processes appending to one journal file are safe (appends and compaction hold an
   exclusive ``flock``), but each process reads the others' keys only when it starts;
-* different volumes / different consumers of the group: **not** deduplicated. A partition moved to
-  another consumer re-evaluates the uncommitted traces there and that consumer counts them
-  (at-least-once). Counters are per process, so Prometheus ``sum`` across instances includes such
-  duplicates; they are bounded by the uncommitted window at the moment of the rebalance.
+* different volumes / different consumers of the group: not by the window or journal; the
+  online service adds an :class:`EmittedKeyStore` shared by the whole consumer group (a compacted
+  Kafka topic, :mod:`nexagauge.online.markers`) that the emitter consults and writes instead of
+  the journal, so a redelivery is suppressed by whichever member owns its partition.
 
 Example:
     >>> w = DedupeWindow(2)
