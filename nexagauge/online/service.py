@@ -854,14 +854,18 @@ class OnlineService:
         self.monitor = BrokerMonitor(
             k, self._own_topics(), health=self.health, on_topics_recreated=self._broker_reset
         )
+        compact = {"cleanup.policy": "compact"}
         if self.conversation_stage is not None:
-            compact = {"cleanup.policy": "compact"}
             self.monitor.add_topics(
                 [
                     TopicSpec(k.turns_topic, k.topic_partitions),
                     TopicSpec(k.conversation_changelog_topic, k.topic_partitions, compact),
                 ]
             )
+        if keys is not None:  # the emitted-key topic, co-partitioned with the input
+            source = k.rekeyed_topic if o.rekey else k.traces_topic
+            n = len(await self._producer.partitions_for(source) or ()) or k.topic_partitions
+            self.monitor.add_topics([TopicSpec(k.emitted_topic, n, compact)])
         await self.monitor.start()
         for lp in self.loops:  # a commit after a failed one waits for a fresh broker check
             lp.verify_broker = self.monitor.check
