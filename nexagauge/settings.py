@@ -144,6 +144,8 @@ class KafkaSettings(_Section):
     #: compacted topic of emitted evaluation keys, co-partitioned with the evaluator's input:
     #: group-wide deduplication (docs/online.md, "Delivery guarantees")
     emitted_topic: str = "nexagauge_emitted"
+    #: how long emitted keys are kept (cleanup.policy=compact,delete); None = forever (compact)
+    emitted_retention_s: float | None = Field(default=7 * 86400.0, gt=0)
     group_id: str = "nexagauge-evaluator"
     encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"

@@ -51,8 +51,9 @@ class Changelog:
         self.restored = 0
         self.bad = 0
 
-    async def ensure(self, partitions: int) -> None:
-        """Create the topic (compacted, ``partitions`` partitions) when missing."""
+    async def ensure(self, partitions: int, configs: dict[str, str] | None = None) -> None:
+        """Create the topic (compacted, ``partitions`` partitions) when missing; ``configs``
+        adds or overrides topic configs (e.g. ``compact,delete`` with a retention)."""
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
         from aiokafka.errors import TopicAlreadyExistsError
 
@@ -67,7 +68,7 @@ class Changelog:
                     self.topic,
                     partitions,
                     k.replication_factor,
-                    topic_configs={"cleanup.policy": "compact"},
+                    topic_configs={"cleanup.policy": "compact", **(configs or {})},
                 )
                 with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics([topic])

@@ -78,11 +78,22 @@ class EmittedKeys:
         self._writing: dict[int, set[asyncio.Future[None]]] = {}
         self.fenced = 0  # marks refused because the partition had moved (tests, logs)
 
-    async def ensure(self, partitions: int, *, create: bool = True) -> None:
-        """Create the marker topic (compacted) with ``partitions`` partitions when missing, and
-        learn its real partition count (markers go to ``input partition % count``)."""
+    async def ensure(
+        self, partitions: int, *, create: bool = True, retention_ms: int | None = None
+    ) -> None:
+        """Create the marker topic with ``partitions`` partitions when missing, and learn its
+        real partition count (markers go to ``input partition % count``).
+
+        Every key is unique, so compaction alone never shrinks the topic: with ``retention_ms``
+        it is ``compact,delete``, and markers older than that are deleted (a redelivery older
+        than the retention is evaluated again; keep it above the longest consumer downtime)."""
         if create:
-            await self.log.ensure(partitions)
+            configs = (
+                {"cleanup.policy": "compact,delete", "retention.ms": str(retention_ms)}
+                if retention_ms
+                else None
+            )
+            await self.log.ensure(partitions, configs)
         real = await self.log.producer.partitions_for(self.topic)
         self.partitions = len(real or ()) or partitions
         if self.partitions != partitions:
@@ -197,5 +208,6 @@ async def emitted_keys(settings: Any, producer: Any) -> EmittedKeys:
     source = k.rekeyed_topic if settings.online.rekey else k.traces_topic
     n = len(await producer.partitions_for(source) or ()) or k.topic_partitions
     keys = EmittedKeys(k, producer, k.emitted_topic, settings.emit.dedupe_window)
-    await keys.ensure(n, create=k.create_topics)
+    retention = int(k.emitted_retention_s * 1000) if k.emitted_retention_s else None
+    await keys.ensure(n, create=k.create_topics, retention_ms=retention)
     return keys
