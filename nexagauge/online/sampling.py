@@ -260,6 +260,10 @@ class Limiter:
         self.in_flight += 1
         return None
 
+    def cancel(self) -> None:
+        """Release the reservation of an evaluation that never ran (dropped from the queue)."""
+        self.in_flight = max(0, self.in_flight - 1)
+
     def finish(self, cost_usd: float) -> None:
         """Record the judge spend of a finished evaluation and release its reservation."""
         self.in_flight = max(0, self.in_flight - 1)

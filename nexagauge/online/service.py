@@ -655,6 +655,7 @@ class EvaluatorStage:
         keep = [(a, ec, d) for a, ec, d in self._ready if a.trace.sources]
         for a, _, _ in self._ready:
             if not a.trace.sources:
+                self.limiter.cancel()
                 a.remaining -= 1
                 if a.remaining == 0:
                     self._active.pop(a.trace.trace_id, None)
@@ -671,7 +672,9 @@ class EvaluatorStage:
                 pending = set(tasks)
                 break
             await asyncio.wait(tasks, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-        self._ready.clear()  # never started: not released, re-delivered after the restart
+        for _ in self._ready:  # never started: not released, re-delivered after the restart
+            self.limiter.cancel()
+        self._ready.clear()
         for t in pending:
             t.cancel()
         if pending:

@@ -151,6 +151,24 @@ async def test_max_in_flight_is_a_real_bound() -> None:
         await asyncio.sleep(0.01)
     assert peak == 2
     assert not stage.saturated() and len(em.cases) == 7 and pos(stage) == 7
+    assert stage.limiter.in_flight == 0
+
+
+async def test_queued_cases_of_revoked_partitions_are_dropped_and_release_the_limiter() -> None:
+    clock, em = Clock(), Emitter()
+    em.gate = asyncio.Event()
+    stage = make_stage(em, clock, max_in_flight=1)
+    msgs = [record(i, traces_request(sdk_turn(rand_tid(), f"q{i}", f"a{i}"))) for i in range(4)]
+    await stage.handle(TP, msgs)
+    clock.t += 2
+    await stage.tick()
+    await asyncio.sleep(0.05)
+    assert stage.in_flight == 1 and stage.limiter.in_flight == 4
+    stage.revoked([TP])  # the new owner re-reads all four
+    assert stage.limiter.in_flight == 1 and not stage._ready and stage.in_flight == 1
+    em.gate.set()
+    await settle(stage, clock, 0)
+    assert stage.limiter.in_flight == 0 and len(em.cases) == 1
 
 
 async def test_completeness_timers_stop_while_partitions_are_paused() -> None:
