@@ -78,5 +78,9 @@ class HealthMetrics:
         if up:
             self._last_contact = self.clock()
 
+    def own_topic(self, topic: str) -> None:
+        """Start the re-creation counter of an own topic at 0 (the series exists before any)."""
+        self.topics_recreated.labels(topic=topic)
+
     def topic_recreated(self, topic: str) -> None:
         self.topics_recreated.labels(topic=topic).inc()

@@ -97,8 +97,9 @@ class BrokerMonitor:
     ) -> None:
         self.kafka = kafka
         self.on_topics_recreated = on_topics_recreated
-        self.topics = list(topics)
         self.health = health
+        self.topics: list[TopicSpec] = []
+        self.add_topics(topics)
         self.clock = clock
         self.interval_s = kafka.health_check_interval_s
         self.unreachable_after_s = kafka.broker_unreachable_after_s
@@ -114,7 +115,11 @@ class BrokerMonitor:
     def add_topics(self, specs: Iterable[TopicSpec]) -> None:
         """Own more topics (the conversation stage's, once it is wired)."""
         names = {t.name for t in self.topics}
-        self.topics += [s for s in specs if s.name not in names]
+        new = [s for s in specs if s.name not in names]
+        self.topics += new
+        if self.health is not None:
+            for spec in new:
+                self.health.own_topic(spec.name)
 
     async def start(self) -> None:
         """First check (contact at start is a fact, not a guess), then check periodically."""
