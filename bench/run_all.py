@@ -87,11 +87,14 @@ def rows_judge_cost(js: dict[str, Any], out: str) -> list[Row]:
 
 
 def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
-    """Rows of bench/sdk_overhead.py's table: per kind (sync/async) CPU ns and ratio, then off."""
+    """Rows of bench/sdk_overhead.py's table: per kind (sync/async, passages retrieved again or
+    new texts on every call) CPU ns and ratio, then off."""
     rows: list[Row] = []
     ratios: dict[str, float] = {}
     for line in out.splitlines():
-        m = re.match(r"(sync|async|fresh) (.+?)\s{2,}(\d+)\s+([0-9.]+)\s+([0-9.]+)$", line)
+        m = re.match(
+            r"(sync|async|sync-fresh|async-fresh) (.+?)\s{2,}(\d+)\s+([0-9.]+)\s+([0-9.]+)$", line
+        )
         if m:
             kind, label, ns, ratio = m.group(1), m.group(2), int(m.group(3)), float(m.group(4))
             rows.append(
@@ -117,17 +120,18 @@ def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
                     "met" if ns <= 1000 else "NOT met",
                 ]
             )
-    if ratios:
-        worst = max(ratios.values())
-        rows.append(
-            [
-                "sdk_overhead",
-                "ratio @nexagauge.trace (defaults) / hand-written span, sync, async",
-                ", ".join(f"{ratios[k]:.2f}" for k in ("sync", "async") if k in ratios),
-                "<= 1.10",
-                "met" if worst <= 1.10 else "NOT met",
-            ]
-        )
+    for suffix, what in (("", ""), ("-fresh", ", new texts on every call (worst case)")):
+        pair = [ratios[k + suffix] for k in ("sync", "async") if k + suffix in ratios]
+        if pair:
+            rows.append(
+                [
+                    "sdk_overhead",
+                    f"ratio @nexagauge.trace (defaults) / hand-written span{what}, sync, async",
+                    ", ".join(f"{r:.2f}" for r in pair),
+                    "<= 1.10",
+                    "met" if max(pair) <= 1.10 else "NOT met",
+                ]
+            )
     return rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -59,7 +60,28 @@ def test_sdk_overhead_runs_and_reports_ratios():
             line = next(x for x in out.splitlines() if x.startswith(f"{kind} {label}"))
             ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
             assert ns > 0 and 0 < ratio < 100, line
-    assert "fresh @nexagauge.trace (defaults)" in out and "10 MB base64 argument" in out
+    # the worst case: new question, passages and answer on every call, sync and async
+    for kind in ("sync-fresh", "async-fresh"):
+        for label in (
+            "hand-written span",
+            "@nexagauge.trace (defaults)",
+            "@nexagauge.trace, scrub=False",
+        ):
+            line = next(x for x in out.splitlines() if x.startswith(f"{kind} {label}"))
+            ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
+            assert ns > 0 and 0 < ratio < 100, line
+    assert "new texts on every call (worst case)" in out and "10 MB base64 argument" in out
+    # run_all's combined table reads both targets (same passages; new texts on every call)
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+    assert spec is not None and spec.loader is not None
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    figures = [row[1] for row in run_all.rows_sdk_overhead({}, out)]
+    assert "ratio @nexagauge.trace (defaults) / hand-written span, sync, async" in figures
+    assert (
+        "ratio @nexagauge.trace (defaults) / hand-written span, new texts on every call "
+        "(worst case), sync, async" in figures
+    )
     # every way of being off is measured
     offs = [x for x in out.splitlines() if x.startswith("  off, ")]
     assert len(offs) == 4, out
