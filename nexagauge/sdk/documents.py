@@ -15,16 +15,22 @@ Example::
 from __future__ import annotations
 
 import types
-from collections.abc import AsyncGenerator, Container, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
+from json.encoder import encode_basestring as _enc  # C-accelerated, keeps non-ASCII
 from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._call import SCRUB_MARGIN, Call
+from nexagauge.sdk.scrubbing import CleanMemo
 from nexagauge.sdk.serialize import dumps, safe_repr, to_jsonable, to_text
 
 _DOC_CONTENT_KEYS = ("content", "text", "page_content", "document", "chunk", "body")
 _DOC_ID_KEYS = ("id", "doc_id", "document_id", "node_id", "id_", "_id")
 _DOC_SCORE_KEYS = ("score", "relevance_score", "similarity", "distance")
+_EMPTY: frozenset[str] = frozenset()
+_CONTENTS_HEAD = '[{"' + C.DOC_CONTENT + '":'
+_CONTENTS_SEP = '},{"' + C.DOC_CONTENT + '":'
+_CONTENTS_TAIL = "}]"
 
 
 def get_field(obj: Any, name: str) -> Any:
@@ -97,8 +103,10 @@ def normalize_documents(docs: Any) -> list[dict[str, Any]]:
     """
     if docs is None:
         return []
-    if type(docs) is list and all(type(d) is str for d in docs):  # the common case, fast
-        return [{C.DOC_CONTENT: d} for d in docs]
+    if type(docs) is list:  # a list of strings: the common case, fast (one pass)
+        plain = [{C.DOC_CONTENT: d} for d in docs if type(d) is str]
+        if len(plain) == len(docs):
+            return plain
     if isinstance(docs, (str, bytes, bytearray, Mapping)) or (
         isinstance(docs, tuple) and len(docs) == 2 and isinstance(docs[1], (int, float))
     ):
@@ -135,21 +143,22 @@ def _strings(value: Any, out: list[str], limit: int) -> bool:
 
 
 def document_texts(
-    docs: list[dict[str, Any]], out: list[str], limit: int, known: Container[str] = ()
+    docs: list[dict[str, Any]], out: list[str], limit: int, known: CleanMemo | None = None
 ) -> bool:
     """Append the recorded strings of ``docs`` to ``out`` (the contents in ``known`` -- already
     found clean -- left out); False when one exceeds ``limit``."""
+    young, old = (known.young, known.old) if known is not None else (_EMPTY, _EMPTY)
     ok = True
     for doc in docs:
         if len(doc) == 1:  # content only (from a plain string)
             content = doc.get(C.DOC_CONTENT)
             if type(content) is str:
-                if content not in known:
+                if content not in young and content not in old:
                     out.append(content)
                     ok = ok and len(content) <= limit
                 continue
         content = doc.get(C.DOC_CONTENT)
-        if isinstance(content, str) and content not in known:
+        if isinstance(content, str) and content not in young and content not in old:
             out.append(content)
             ok = ok and len(content) <= limit
         ident = doc.get(C.DOC_ID)
@@ -178,6 +187,19 @@ def _cut(call: Call, value: Any) -> Any:
     return value
 
 
+def _contents_json(docs: list[dict[str, Any]]) -> str | None:
+    """The JSON of documents that are each only ``{"content": str}`` (documents passed as plain
+    strings), written directly: what :func:`dumps` returns, without building an encoder per call.
+    None when some document has more than a content."""
+    parts: list[str] = []
+    for doc in docs:
+        content = doc.get(C.DOC_CONTENT)
+        if len(doc) != 1 or type(content) is not str:
+            return None
+        parts.append(_enc(content))
+    return _CONTENTS_HEAD + _CONTENTS_SEP.join(parts) + _CONTENTS_TAIL if parts else None
+
+
 def documents_attribute(call: Call, docs: list[dict[str, Any]], clean: bool) -> str:
     """``gen_ai.retrieval.documents`` JSON of the documents of ``call``.
 
@@ -185,7 +207,7 @@ def documents_attribute(call: Call, docs: list[dict[str, Any]], clean: bool) -> 
     nothing to scrub, and none is longer than the limit; otherwise each string is cut and scrubbed.
     """
     if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
-        return dumps(docs, utf8_checked=True)
+        return _contents_json(docs) or dumps(docs, utf8_checked=True)
     attr = C.GEN_AI_RETRIEVAL_DOCUMENTS
     scrubber = call.state.scrubber
     out: list[dict[str, Any]] = []

@@ -29,81 +29,45 @@ Example::
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._errors import internal_error
+from nexagauge.sdk.scrub_gates import (
+    B64_TABLE,
+    CLASS_TABLE,
+    LONG_RUN,
+    MEMO_CHARS,
+    MEMO_MAX_TEXT,
+    MEMO_TEXTS,
+    NON_DIGITS,
+    SEPS_PRESENT,
+    CleanMemo,
+    all_cases,
+    key_ends,
+    key_windows,
+    long_runs,
+    may_follow_key,
+)
 from nexagauge.sdk.secret_rules import PII_RULES, SECRET_RULES, ScrubHook, ScrubRule
 
-__all__ = ["PII_RULES", "SECRET_RULES", "ScrubHook", "ScrubRule", "Scrubber", "scrub_text"]
+__all__ = [
+    "MEMO_CHARS",
+    "MEMO_MAX_TEXT",
+    "MEMO_TEXTS",
+    "PII_RULES",
+    "SECRET_RULES",
+    "CleanMemo",
+    "ScrubHook",
+    "ScrubRule",
+    "Scrubber",
+    "scrub_text",
+]
 
 _V_GROUP = re.compile(r"\(\?P<v>")
-
-# bytes.translate table for the long-token gate: token characters -> b"a", the rest -> b" "
-_TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_CLASS_TABLE = bytes(0x61 if i in _TOKEN_CHARS else 0x20 for i in range(256))
-_B64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-_B64_TABLE = bytes(0x61 if i in _B64_CHARS else 0x20 for i in range(256))
-_NON_DIGITS = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
-_LONG_RUN = b"a" * 16
-# bit mask (1: "=", 2: ":", 4: "@") -> the separators present, in b"=:@" order
-_SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for m in range(8))
-# the key gate looks at most at this many separators (then it lets the rules run)
-_MAX_KEY_SEPARATORS = 64
-_KEY_STRIP = b"\"'\\ \t"
-# the memo of texts found clean (documents retrieved again are not scanned again)
-MEMO_TEXTS = 4096
-MEMO_CHARS = 2_000_000
-MEMO_MAX_TEXT = 8192
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
-
-
-def _key_ends(raw: bytes, tails: frozenset[bytes], keys: tuple[bytes, ...]) -> list[int] | None:
-    """Offsets in ``raw`` where a text ending (case-insensitively) with one of ``keys`` meets a
-    ``=`` / ``:`` (quotes and blanks in between skipped); None when there are too many separators
-    to look at each. ``tails``: the last 3 characters of each key in every letter case, a cheap
-    first check (one 3-byte slice per separator, no lowercasing, no copy of the text)."""
-    ends: list[int] = []
-    seen = 0
-    find = raw.find
-    for sep in b"=:":
-        i = find(sep)  # memchr
-        while i >= 0:
-            seen += 1
-            if seen > _MAX_KEY_SEPARATORS:
-                return None
-            j = i
-            while j > 0 and raw[j - 1] in _KEY_STRIP:
-                j -= 1
-            if raw[j - 3 : j] in tails and raw[max(0, j - 16) : j].lower().endswith(keys):
-                ends.append(j)
-            i = find(sep, i + 1)
-    return ends
-
-
-def _all_cases(tail: bytes) -> set[bytes]:
-    """``tail`` in every combination of letter case (``key`` -> ``key``, ``Key``, ``kEY``...)."""
-    out = {b""}
-    for c in tail:
-        ch = bytes([c])
-        out = {p + v for p in out for v in {ch.lower(), ch.upper()}}
-    return out
-
-
-def _long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
-    """``(start, run)`` of each run of 16+ token characters (``classes``: raw via _CLASS_TABLE)."""
-    runs: list[tuple[int, bytes]] = []
-    i = classes.find(_LONG_RUN)
-    while i >= 0:  # i starts a run: the run before it, if any, ended at a blank
-        end = classes.find(b" ", i)
-        if end < 0:
-            end = len(classes)
-        runs.append((i, raw[i:end]))
-        i = classes.find(_LONG_RUN, end)
-    return runs
 
 
 class _Compiled:
@@ -170,7 +134,7 @@ class Scrubber:
         "_all_keys",
         "_by_shape",
         "_key_tails",
-        "_memo_chars",
+        "_key_windows",
         "_rules",
         "hook",
         "known_clean",
@@ -194,34 +158,35 @@ class Scrubber:
         self._rules = tuple(rules)
         #: texts (documents) this scrubber found clean: a passage retrieved again is not scanned
         #: again (bounded: MEMO_TEXTS texts, MEMO_CHARS characters, oldest dropped first)
-        self.known_clean: OrderedDict[str, None] = OrderedDict()
-        self._memo_chars = 0
+        self.known_clean = CleanMemo()
         self._all_keys = tuple({k for r in rules for k in (r.keys or ())})
         if any(len(k) < 3 or len(k) > 16 for k in self._all_keys):
             raise ValueError("scrub rule keys must be 3 to 16 characters long")
-        self._key_tails = frozenset(v for k in self._all_keys for v in _all_cases(k[-3:]))
+        self._key_tails = frozenset(v for k in self._all_keys for v in all_cases(k[-3:]))
+        self._key_windows = key_windows(self._all_keys)
         self.hook = hook
         self.scrub_keys = secrets
         # The cheap gates (separators present, long token present) are computed once per text;
         # the rules that can pass them are precomputed per "shape", so a clean text visits only
         # the few rules without such gates.
-        # per shape: (rules without a key gate, rules with one)
-        self._by_shape: dict[
-            tuple[bytes, bool], tuple[tuple[_Compiled, ...], tuple[_Compiled, ...]]
-        ] = {}
-        for mask in range(8):
-            present = bytes(c for i, c in enumerate(b"=:@") if mask & (1 << i))
-            for long_run in (False, True):
-                shape = [
-                    r
-                    for r in self._rules
-                    if (not r.separators or any(sep in present for sep in r.separators))
-                    and (long_run or not r.long_token)
-                ]
-                self._by_shape[(present, long_run)] = (
+        # per shape (index: separators mask << 1 | long run): (rules without a key gate, with one)
+        by_shape: list[tuple[tuple[_Compiled, ...], tuple[_Compiled, ...]]] = []
+        for index in range(16):
+            present = SEPS_PRESENT[index >> 1]
+            long_run = bool(index & 1)
+            shape = [
+                r
+                for r in self._rules
+                if (not r.separators or any(sep in present for sep in r.separators))
+                and (long_run or not r.long_token)
+            ]
+            by_shape.append(
+                (
                     tuple(r for r in shape if r.keys is None),
                     tuple(r for r in shape if r.keys is not None),
                 )
+            )
+        self._by_shape = tuple(by_shape)
 
     @property
     def active(self) -> bool:
@@ -333,21 +298,8 @@ class Scrubber:
             if not rule.builtin or rule.regex.search(joined) is not None:
                 return False
         if remember:
-            self._remember(remember)
+            self.known_clean.add(remember)
         return True
-
-    def _remember(self, texts: list[str]) -> None:
-        memo = self.known_clean
-        for text in texts:
-            if text not in memo and len(text) <= MEMO_MAX_TEXT:
-                memo[text] = None
-                self._memo_chars += len(text)
-        try:
-            while len(memo) > MEMO_TEXTS or self._memo_chars > MEMO_CHARS:
-                oldest, _ = memo.popitem(last=False)  # O(1): a linked list, not a dict scan
-                self._memo_chars -= len(oldest)
-        except KeyError:  # emptied by another thread meanwhile
-            self._memo_chars = 0
 
     def _candidates(self, raw: bytes) -> list[_Compiled]:
         """The rules whose gates ``raw`` passes (usually none).
@@ -356,15 +308,14 @@ class Scrubber:
         few long tokens; the passes are computed once per text and only when a rule needs them.
         """
         # single-byte finds are memchr (SIMD), several times cheaper than any other pass
-        seps = _SEPS_PRESENT[
-            (raw.find(b"=") >= 0) | (raw.find(b":") >= 0) << 1 | (raw.find(b"@") >= 0) << 2
-        ]
-        classes = raw.translate(_CLASS_TABLE)
-        long_run = classes.find(_LONG_RUN) >= 0
-        rules, keyed = self._by_shape[(seps, long_run)]
+        find = raw.find
+        mask = (find(b"=") >= 0) | (find(b":") >= 0) << 1 | (find(b"@") >= 0) << 2
+        classes = raw.translate(CLASS_TABLE)
+        long_run = classes.find(LONG_RUN) >= 0
+        rules, keyed = self._by_shape[mask << 1 | long_run]
         heads: list[int] | None = None  # where a key of some rule meets a separator (rarely)
-        if keyed:
-            heads = _key_ends(raw, self._key_tails, self._all_keys)  # None: too many to look at
+        if keyed and may_follow_key(raw, mask, self._key_windows):
+            heads = key_ends(raw, self._key_tails, self._all_keys)  # None: too many to look at
             if heads is None or heads:
                 rules = rules + keyed
         out: list[_Compiled] = []
@@ -376,7 +327,7 @@ class Scrubber:
         for rule in rules:
             if rule.min_digits:
                 if digits < 0:
-                    digits = len(raw.translate(None, _NON_DIGITS))
+                    digits = len(raw.translate(None, NON_DIGITS))
                 if digits < rule.min_digits:
                     continue
             if rule.raw_triggers is not None:
@@ -394,12 +345,12 @@ class Scrubber:
                         or raw.count(b"/") + raw.count(b"+") < 2
                     )
                 )
-                or raw.translate(_B64_TABLE).find(rule.base64_run) < 0
+                or raw.translate(B64_TABLE).find(rule.base64_run) < 0
             ):
                 continue
             if rule.bytes_regex is not None or rule.run_prefixes is not None:
                 if runs is None:
-                    runs = _long_runs(raw, classes)
+                    runs = long_runs(raw, classes)
                 if rule.bytes_regex is not None:
                     search = rule.bytes_regex.search
                     if not any(search(run) for _, run in runs):

@@ -131,3 +131,32 @@ def test_ordinary_text_with_colons_runs_no_regex(text: str) -> None:
     scrubber = Scrubber()
     assert scrubber._candidates(text.encode()) == []
     assert scrubber.all_clean([text, text.upper()]) is True
+
+
+_KEYISH = st.sampled_from(
+    ["password", "DB_PASS", "pin", "token", "api_key", "Authorization", "sig", "Height", "note"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=12),
+            _KEYISH,
+            st.text(alphabet="\"'\\ \t", max_size=4),
+            st.sampled_from(["=", ":", "", "@"]),
+        ),
+        max_size=6,
+    )
+)
+def test_key_gate_shortcut_is_sound(pieces: list[tuple[str, str, str, str]]) -> None:
+    """The one-slice-per-separator key check never says "no key" where the exact one finds one."""
+    from nexagauge.sdk.scrub_gates import key_ends, may_follow_key
+
+    scrubber = Scrubber()
+    raw = "".join(a + b + c + d for a, b, c, d in pieces).encode("utf-8", "replace")
+    mask = (raw.find(b"=") >= 0) | (raw.find(b":") >= 0) << 1
+    exact = key_ends(raw, scrubber._key_tails, scrubber._all_keys)
+    if exact is None or exact:
+        assert may_follow_key(raw, mask, scrubber._key_windows)

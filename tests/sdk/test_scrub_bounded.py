@@ -130,3 +130,19 @@ def test_the_memo_is_bounded() -> None:
     assert len(scrubber.known_clean) <= scrubbing.MEMO_TEXTS
     assert sum(map(len, scrubber.known_clean)) <= scrubbing.MEMO_CHARS
     assert texts[-1] in scrubber.known_clean and texts[0] not in scrubber.known_clean
+
+
+def test_the_memo_keeps_a_text_used_again_and_drops_a_generation_whole() -> None:
+    from nexagauge.sdk.scrubbing import MEMO_TEXTS, CleanMemo
+
+    memo = CleanMemo()
+    memo.add(["kept"])
+    for i in range(MEMO_TEXTS // 2 - 1):
+        memo.add([f"filler {i}"])
+    assert "kept" in memo and len(memo) == MEMO_TEXTS // 2
+    memo.add(["next"])  # the young generation was full: it becomes the old one
+    assert "kept" in memo and "next" in memo
+    for i in range(MEMO_TEXTS // 2):
+        memo.add([f"more {i}"])
+    assert "kept" not in memo and "next" in memo  # the old generation was dropped whole
+    assert len(memo) <= MEMO_TEXTS and set(memo) >= {"next"}

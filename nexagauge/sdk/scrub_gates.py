@@ -1,0 +1,175 @@
+"""Byte-level gates of the scrubber and its memo of texts found clean.
+
+A rule's regular expression runs only when the text passes the rule's gates (:class:`ScrubRule`
+in :mod:`nexagauge.sdk.secret_rules`); the helpers here compute those gates with C-level passes
+over the UTF-8 bytes (``translate``, ``find``: memchr for one byte) and as few Python steps as
+possible, since they run on every recorded text. :class:`CleanMemo` remembers texts found clean so
+that a passage retrieved again is not scanned again.
+
+Example::
+
+    >>> may_follow_key(b"Height: 330 m", 2, key_windows([b"password"]))
+    False
+    >>> may_follow_key(b'"password": "x"', 2, key_windows([b"password"]))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+# bytes.translate table for the long-token gate: token characters -> b"a", the rest -> b" "
+TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+CLASS_TABLE = bytes(0x61 if i in TOKEN_CHARS else 0x20 for i in range(256))
+B64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+B64_TABLE = bytes(0x61 if i in B64_CHARS else 0x20 for i in range(256))
+NON_DIGITS = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
+LONG_RUN = b"a" * 16
+# bit mask (1: "=", 2: ":", 4: "@") -> the separators present, in b"=:@" order
+SEPS_PRESENT = tuple(bytes(c for i, c in enumerate(b"=:@") if m & (1 << i)) for m in range(8))
+# the key gate looks at most at this many separators (then it lets the rules run)
+MAX_KEY_SEPARATORS = 64
+KEY_STRIP = b"\"'\\ \t"
+# the memo of texts found clean (documents retrieved again are not scanned again): at most this
+# many texts and characters in all, each text at most MEMO_MAX_TEXT characters
+MEMO_TEXTS = 4096
+MEMO_CHARS = 2_000_000
+MEMO_MAX_TEXT = 8192
+
+
+def key_ends(raw: bytes, tails: frozenset[bytes], keys: tuple[bytes, ...]) -> list[int] | None:
+    """Offsets in ``raw`` where a text ending (case-insensitively) with one of ``keys`` meets a
+    ``=`` / ``:`` (quotes and blanks in between skipped); None when there are too many separators
+    to look at each. ``tails``: the last 3 characters of each key in every letter case, a cheap
+    first check (one 3-byte slice per separator, no lowercasing, no copy of the text)."""
+    ends: list[int] = []
+    seen = 0
+    find = raw.find
+    for sep in b"=:":
+        i = find(sep)  # memchr
+        while i >= 0:
+            seen += 1
+            if seen > MAX_KEY_SEPARATORS:
+                return None
+            j = i
+            while j > 0 and raw[j - 1] in KEY_STRIP:
+                j -= 1
+            if raw[j - 3 : j] in tails and raw[max(0, j - 16) : j].lower().endswith(keys):
+                ends.append(j)
+            i = find(sep, i + 1)
+    return ends
+
+
+def may_follow_key(raw: bytes, mask: int, windows: frozenset[bytes]) -> bool:
+    """False when no ``=`` / ``:`` of ``raw`` can follow a key; True when one may, or when there
+    are too many separators to look at each. ``mask``: bit 0 set when ``=`` occurs, bit 1 when
+    ``:`` does. ``windows``: every 3 bytes that can directly precede a separator after a key
+    (:func:`key_windows`).
+
+    The common case of :func:`key_ends` for one 3-byte slice per separator (found by memchr);
+    the offsets are computed only when this is True.
+    """
+    find = raw.find
+    budget = MAX_KEY_SEPARATORS
+    for bit, sep in ((1, 0x3D), (2, 0x3A)):  # "=", ":"
+        if mask & bit:
+            i = find(sep)
+            while i >= 0:
+                budget -= 1
+                if budget < 0 or raw[i - 3 : i] in windows:
+                    return True
+                i = find(sep, i + 1)
+    return False
+
+
+def key_windows(keys: Iterable[bytes]) -> frozenset[bytes]:
+    """The 3 bytes before a separator that follows one of ``keys`` (any letter case): the key's
+    last 3 characters, or its last 2, 1, 0 followed by 1, 2, 3 of the characters skipped between
+    a key and its separator (quotes, backslash, blanks)."""
+    out: set[bytes] = set()
+    strips = [bytes([c]) for c in KEY_STRIP]
+    pads = {
+        0: [b""],
+        1: strips,
+        2: [a + b for a in strips for b in strips],
+        3: [a + b + c for a in strips for b in strips for c in strips],
+    }
+    for key in keys:
+        for pad in range(4):
+            for head in all_cases(key[len(key) - 3 + pad :] if pad < 3 else b""):
+                out.update(head + p for p in pads[pad])
+    return frozenset(out)
+
+
+def all_cases(tail: bytes) -> set[bytes]:
+    """``tail`` in every combination of letter case (``key`` -> ``key``, ``Key``, ``kEY``...)."""
+    out = {b""}
+    for c in tail:
+        ch = bytes([c])
+        out = {p + v for p in out for v in {ch.lower(), ch.upper()}}
+    return out
+
+
+def long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
+    """``(start, run)`` of each run of 16+ token characters (``classes``: raw via CLASS_TABLE)."""
+    runs: list[tuple[int, bytes]] = []
+    i = classes.find(LONG_RUN)
+    while i >= 0:  # i starts a run: the run before it, if any, ended at a blank
+        end = classes.find(b" ", i)
+        if end < 0:
+            end = len(classes)
+        runs.append((i, raw[i:end]))
+        i = classes.find(LONG_RUN, end)
+    return runs
+
+
+class CleanMemo:
+    """Texts a scrubber found clean, so that a passage retrieved again is not scanned again.
+
+    Two generations of plain sets: texts are added to the young one; when it holds half the
+    budget (:data:`MEMO_TEXTS` texts or :data:`MEMO_CHARS` characters) it becomes the old one and
+    the previous old one is dropped whole. A text seen in either is known. Why not an LRU: when
+    every call brings new passages (nothing to gain from the memo) an ordered dict's insert and
+    evict per text cost more than the scan the memo saves; a set add costs a hash the lookup
+    already computed. A text used again survives at least half the budget of newer ones.
+
+    Example::
+
+        >>> memo = CleanMemo()
+        >>> memo.add(["Paris is the capital of France."])
+        >>> "Paris is the capital of France." in memo, len(memo)
+        (True, 1)
+    """
+
+    __slots__ = ("_chars", "old", "young")
+
+    def __init__(self) -> None:
+        self.young: set[str] = set()
+        self.old: set[str] = set()
+        self._chars = 0  # characters in ``young``
+
+    def __contains__(self, text: object) -> bool:
+        return text in self.young or text in self.old
+
+    def __len__(self) -> int:
+        return len(self.young) + len(self.old - self.young)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.young
+        yield from self.old - self.young
+
+    def add(self, texts: Iterable[str]) -> None:
+        """Remember ``texts`` (found clean); texts longer than :data:`MEMO_MAX_TEXT` are not kept."""
+        young = self.young
+        chars = self._chars
+        for text in texts:
+            size = len(text)
+            if size > MEMO_MAX_TEXT:
+                continue
+            if len(young) >= MEMO_TEXTS // 2 or chars + size > MEMO_CHARS // 2:
+                self.old = young  # the previous old generation is dropped whole
+                young = self.young = set()
+                chars = 0
+            young.add(text)
+            chars += size
+        self._chars = chars
