@@ -284,21 +284,6 @@ class ConsumerLoop:
         for key, pos in todo.items():
             self.handler.tracker.mark_committed(key, pos)
 
-    async def committed_positions(
-        self, tps: Sequence[TopicPartition], timeout_s: float = 5.0
-    ) -> dict[tuple[str, int], int | None]:
-        """The group's committed position of each partition (None: none, or not learnt in time)."""
-        out: dict[tuple[str, int], int | None] = {}
-        for tp in tps:
-            pos: int | None = None
-            if self.consumer is not None:
-                try:
-                    pos = await asyncio.wait_for(self.consumer.committed(tp), timeout_s)
-                except (TimeoutError, IllegalStateError, KafkaError):
-                    pos = None
-            out[(tp.topic, tp.partition)] = pos
-        return out
-
     async def _on_assigned(self, assigned: list[TopicPartition]) -> None:
         """Run the handler's restore hook with the new partitions paused (no record of a
         partition reaches the handler before its state is restored)."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,44 +110,18 @@ class EmittedKeys:
         return partition % max(1, self.partitions)
 
     # -- ownership ----------------------------------------------------------------------------
-    async def assigned(
-        self,
-        tps: Sequence[InputPartition],
-        committed: Mapping[InputPartition, int | None] | None = None,
-    ) -> None:
-        """Restore the markers of newly assigned input partitions, then own them.
-
-        ``committed``: the group's committed position of each input partition. A marker whose
-        trace lies wholly below it (its offset is the trace's highest) is skipped: that trace is
-        never delivered again, so memory holds only the keys of the uncommitted backlog."""
+    async def assigned(self, tps: Sequence[InputPartition]) -> None:
+        """Restore the markers of newly assigned input partitions, then own them."""
         parts = sorted({self._part(p) for _, p in tps})
-        floor: dict[int, int] = {}
-        for tp in tps:
-            pos = (committed or {}).get(tp)
-            part = self._part(tp[1])
-            # several input partitions on one marker partition: the lowest position decides
-            floor[part] = min(floor.get(part, pos or 0), pos or 0)
         restored = await self.log.restore(parts)
-        n = skipped = 0
-        for part, by_key in restored.items():
-            low = floor.get(part, 0)
+        n = 0
+        for by_key in restored.values():
             for key, value in by_key.items():
-                off = value.get("o") if isinstance(value, dict) else None
-                if low and isinstance(off, int) and off < low:
-                    skipped += 1
-                    continue
                 n += self._remember(key, value)
         for tp in tps:
             self._generation += 1
             self._owned[tp] = self._generation
-        log.info(
-            "emitted keys: %d restored from %s partitions %s (%d markers below the committed "
-            "positions skipped)",
-            n,
-            self.topic,
-            parts,
-            skipped,
-        )
+        log.info("emitted keys: %d restored from %s partitions %s", n, self.topic, parts)
 
     def _remember(self, key: str, value: Any) -> int:
         hashes = [key, *(value.get("k", ()) if isinstance(value, dict) else ())]

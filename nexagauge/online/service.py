@@ -124,8 +124,6 @@ class EvaluatorStage:
     breaker: Any = None
     #: group-wide emitted keys (nexagauge.online.markers.EmittedKeys), with the default emitter
     keys: Any = None
-    #: the consumer loop's committed-position lookup (markers below it are never needed again)
-    committed_positions: Any = None
 
     def __init__(
         self,
@@ -632,9 +630,7 @@ class EvaluatorStage:
     async def assigned(self, tps: Sequence[TopicPartition]) -> None:
         """Restore the emitted keys of new partitions (they stay paused until this returns)."""
         if self.keys is not None:
-            lookup = self.committed_positions
-            committed = await lookup(tps) if lookup is not None else {}
-            await self.keys.assigned([(tp.topic, tp.partition) for tp in tps], committed)
+            await self.keys.assigned([(tp.topic, tp.partition) for tp in tps])
 
     async def fence(self, tps: Sequence[TopicPartition]) -> None:
         """Before revocation: record no more outputs of these partitions (markers.py)."""
@@ -856,7 +852,6 @@ class OnlineService:
                 k, eval_topics, k.group_id, self.stage, commit_interval_s=o.commit_interval_s
             )
         )
-        self.stage.committed_positions = self.loops[-1].committed_positions
         from nexagauge.online.broker import BrokerMonitor, TopicSpec
 
         self.monitor = BrokerMonitor(

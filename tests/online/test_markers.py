@@ -70,36 +70,6 @@ def test_another_member_restores_every_marker_and_fencing_records_nothing(broker
     asyncio.run(main())
 
 
-def test_markers_below_the_committed_position_are_not_restored(broker: Any) -> None:
-    """Memory holds only keys of traces that can still be redelivered: a trace wholly below the
-    group's committed position of its partition never comes back."""
-    topic = f"emitted-{uuid.uuid4().hex[:8]}"
-    inp = f"in-{uuid.uuid4().hex[:8]}"
-
-    async def main() -> None:
-        a, pa = await _store(broker, topic)
-        b, pb = await _store(broker, topic)
-        try:
-            await a.assigned([(inp, 0)])
-            for off in range(1, 6):
-                assert await a.mark([key_hash(f"t{off}")], a.origin((inp, 0, off)))
-            await b.assigned([(inp, 0)], {(inp, 0): 4})
-            assert [b.contains(key_hash(f"t{o}")) for o in range(1, 6)] == [
-                False,
-                False,
-                False,
-                True,
-                True,
-            ]
-            await b.assigned([(inp, 0)], {(inp, 0): None})  # nothing committed: keep all
-            assert all(b.contains(key_hash(f"t{o}")) for o in range(1, 6))
-        finally:
-            await pa.stop()
-            await pb.stop()
-
-    asyncio.run(main())
-
-
 def test_primary_source() -> None:
     assert primary_source(set()) is None
     assert primary_source({("t", 3, 1), ("t", 0, 2), ("t", 0, 8)}) == ("t", 0, 8)
