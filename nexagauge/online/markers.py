@@ -64,15 +64,17 @@ class EmittedKeys:
         kafka: connection settings (the restore consumer uses them).
         producer: the service's ``acks=all`` producer.
         topic: the compacted marker topic (``kafka.emitted_topic``).
-        capacity: most key hashes held in memory (the newest are kept); size it above the keys of
-            the uncommitted backlog of the partitions one member owns.
+        capacity: most key hashes held in memory per owned marker partition (the newest are
+            kept); size it above the keys of one partition's uncommitted backlog. Per partition,
+            so restoring one partition never evicts another's keys.
     """
 
     def __init__(self, kafka: KafkaSettings, producer: Any, topic: str, capacity: int) -> None:
         self.log = Changelog(kafka, producer, topic)
         self.topic = topic
         self.partitions = 0
-        self._keys = DedupeWindow(capacity)
+        self.capacity = capacity
+        self._keys: dict[int | None, DedupeWindow] = {}  # marker partition (None: local) -> keys
         self._owned: dict[InputPartition, int] = {}
         self._generation = 0
         self._writing: dict[int, set[asyncio.Future[None]]] = {}
@@ -115,19 +117,26 @@ class EmittedKeys:
         parts = sorted({self._part(p) for _, p in tps})
         restored = await self.log.restore(parts)
         n = 0
-        for by_key in restored.values():
+        for part, by_key in restored.items():
             for key, value in by_key.items():
-                n += self._remember(key, value)
+                n += self._remember(part, key, value)
         for tp in tps:
             self._generation += 1
             self._owned[tp] = self._generation
         log.info("emitted keys: %d restored from %s partitions %s", n, self.topic, parts)
 
-    def _remember(self, key: str, value: Any) -> int:
+    def _window(self, part: int | None) -> DedupeWindow:
+        w = self._keys.get(part)
+        if w is None:
+            w = self._keys[part] = DedupeWindow(self.capacity)
+        return w
+
+    def _remember(self, part: int, key: str, value: Any) -> int:
         hashes = [key, *(value.get("k", ()) if isinstance(value, dict) else ())]
+        w = self._window(part)
         for h in hashes:
             if isinstance(h, str):
-                self._keys.add_hash(h)
+                w.add_hash(h)
         return len(hashes)
 
     async def fence(self, tps: Iterable[InputPartition]) -> None:
@@ -139,6 +148,9 @@ class EmittedKeys:
         pending = [f for p in parts for f in self._writing.get(p, ())]
         if pending:
             await asyncio.wait(pending)
+        owned = {self._part(p) for _, p in self._owned}
+        for p in parts - owned:  # memory only for owned partitions (restored on reassignment)
+            self._keys.pop(p, None)
 
     def origin(self, source: tuple[str, int, int] | None) -> Origin | None:
         """The :class:`Origin` of a trace whose primary source message is ``source``."""
@@ -150,7 +162,7 @@ class EmittedKeys:
 
     # -- EmittedKeyStore ------------------------------------------------------------------------
     def contains(self, key_hash: str) -> bool:
-        return self._keys.has_hash(key_hash)
+        return any(w.has_hash(key_hash) for w in self._keys.values())
 
     async def mark(self, key_hashes: Sequence[str], origin: Any) -> bool:
         """Durably record ``key_hashes`` (see module docstring); ``False`` when fenced."""
@@ -159,8 +171,9 @@ class EmittedKeys:
         if not isinstance(origin, Origin):
             # not from an input partition (the conversation stage has its own changelog):
             # remembered in this process only
+            local = self._window(None)
             for h in key_hashes:
-                self._keys.add_hash(h)
+                local.add_hash(h)
             return True
         if self._owned.get((origin.topic, origin.partition)) != origin.generation:
             self.fenced += 1
@@ -176,8 +189,9 @@ class EmittedKeys:
                 self._writing[part].discard(write)
             else:  # cancelled while the write runs: keep it visible to fence()
                 write.add_done_callback(lambda f: self._writing[part].discard(f))
+        w = self._window(part)
         for h in key_hashes:
-            self._keys.add_hash(h)
+            w.add_hash(h)
         return True
 
 

@@ -25,11 +25,13 @@ def broker() -> Iterator[Any]:
         yield b
 
 
-async def _store(broker: Any, topic: str) -> tuple[EmittedKeys, AIOKafkaProducer]:
+async def _store(
+    broker: Any, topic: str, capacity: int = 10_000
+) -> tuple[EmittedKeys, AIOKafkaProducer]:
     k = KafkaSettings(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=20)
     p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
     await p.start()
-    keys = EmittedKeys(k, p, topic, capacity=10_000)
+    keys = EmittedKeys(k, p, topic, capacity=capacity)
     await keys.ensure(4)
     return keys, p
 
@@ -63,6 +65,35 @@ def test_another_member_restores_every_marker_and_fencing_records_nothing(broker
             # an origin captured before an assignment is never accepted after it
             stale = Origin(inp, 2, 1, generation=-1)
             assert not await b.mark([key_hash("x")], stale)
+        finally:
+            await pa.stop()
+            await pb.stop()
+
+    asyncio.run(main())
+
+
+def test_restoring_one_partition_never_evicts_another_partitions_keys(broker: Any) -> None:
+    """The in-memory bound holds per marker partition: restoring several partitions into one
+    LRU kept only the newest keys of the partition read last."""
+    topic = f"emitted-{uuid.uuid4().hex[:8]}"
+    inp = f"in-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        a, pa = await _store(broker, topic)
+        b, pb = await _store(broker, topic, capacity=3)
+        try:
+            await a.assigned([(inp, 0), (inp, 1)])
+            for i in range(5):
+                assert await a.mark([key_hash(f"p0-{i}")], a.origin((inp, 0, i)))
+            for i in range(3):
+                assert await a.mark([key_hash(f"p1-{i}")], a.origin((inp, 1, i)))
+            await b.assigned([(inp, 0), (inp, 1)])
+            assert [b.contains(key_hash(f"p0-{i}")) for i in range(5)] == [False, False] + [
+                True
+            ] * 3
+            assert all(b.contains(key_hash(f"p1-{i}")) for i in range(3))
+            await b.fence([(inp, 0)])  # memory only for owned partitions
+            assert not b.contains(key_hash("p0-4")) and b.contains(key_hash("p1-2"))
         finally:
             await pa.stop()
             await pb.stop()
