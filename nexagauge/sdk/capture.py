@@ -15,6 +15,7 @@ from typing import Any
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._call import MISSING, Call, Meta
 from nexagauge.sdk.documents import document_texts, documents_attribute, get_field
+from nexagauge.sdk.scrubbing import CLEAN, PLAIN
 from nexagauge.sdk.serialize import dumps, to_text
 
 _IN_HEAD = '[{"role":"user","parts":[{"type":"text","content":'
@@ -25,6 +26,8 @@ _OUT_TAILS = {
     reason: f'}}],"finish_reason":{_enc(reason)}}}]'
     for reason in (C.FINISH_REASON_STOP, C.FINISH_REASON_ERROR, C.FINISH_REASON_ABANDONED)
 }
+_OUT_STOP = _OUT_TAILS[C.FINISH_REASON_STOP]
+NL, ESC_NL = "\n", "\\n"  # a newline in a JSON string
 
 
 def pick(
@@ -161,21 +164,33 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
     if docs:
         short = document_texts(docs, texts, limit, scrubber.known_clean) and short
     # documents found clean are remembered: a passage retrieved again is not scanned again
-    clean = short and scrubber.all_clean(texts, texts[first_doc:])
+    verdict = scrubber.gate(texts, texts[first_doc:]) if short else 0
+    # plain: no gated text needs JSON escaping but for its newlines (see Scrubber.gate)
+    plain = verdict == CLEAN | PLAIN
     if text_in is not None:
-        attrs[C.GEN_AI_INPUT_MESSAGES] = (
-            _IN_HEAD
-            + _enc(text_in if clean else call.text(C.GEN_AI_INPUT_MESSAGES, text_in))
-            + _IN_TAIL
-        )
+        if plain:
+            attrs[C.GEN_AI_INPUT_MESSAGES] = f'{_IN_HEAD}"{text_in.replace(NL, ESC_NL)}"{_IN_TAIL}'
+        else:
+            attrs[C.GEN_AI_INPUT_MESSAGES] = (
+                _IN_HEAD
+                + _enc(text_in if verdict else call.text(C.GEN_AI_INPUT_MESSAGES, text_in))
+                + _IN_TAIL
+            )
     if output is not None:
-        attrs[C.GEN_AI_OUTPUT_MESSAGES] = (
-            _OUT_HEAD + _enc(output) + _OUT_TAILS[C.FINISH_REASON_STOP]
-            if clean
-            else output_message(call, output, C.FINISH_REASON_STOP)
-        )
+        if plain:
+            attrs[C.GEN_AI_OUTPUT_MESSAGES] = (
+                f'{_OUT_HEAD}"{output.replace(NL, ESC_NL)}"{_OUT_STOP}'
+            )
+        elif verdict:
+            attrs[C.GEN_AI_OUTPUT_MESSAGES] = _OUT_HEAD + _enc(output) + _OUT_STOP
+        else:
+            attrs[C.GEN_AI_OUTPUT_MESSAGES] = output_message(call, output, C.FINISH_REASON_STOP)
     if docs:
-        attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = documents_attribute(call, docs, clean)
+        # every document gated (none skipped as known clean): the plain verdict covers them
+        docs_plain = plain and len(texts) - first_doc == len(docs)
+        attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = documents_attribute(
+            call, docs, verdict != 0, docs_plain
+        )
 
 
 def output_attrs(call: Call, attrs: dict[str, Any], result: Any) -> None:

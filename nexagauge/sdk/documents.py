@@ -31,6 +31,7 @@ _EMPTY: frozenset[str] = frozenset()
 _CONTENTS_HEAD = '[{"' + C.DOC_CONTENT + '":'
 _CONTENTS_SEP = '},{"' + C.DOC_CONTENT + '":'
 _CONTENTS_TAIL = "}]"
+_PLAIN_SEP = '"' + _CONTENTS_SEP + '"'
 
 
 def get_field(obj: Any, name: str) -> Any:
@@ -187,27 +188,36 @@ def _cut(call: Call, value: Any) -> Any:
     return value
 
 
-def _contents_json(docs: list[dict[str, Any]]) -> str | None:
+def _contents_json(docs: list[dict[str, Any]], plain: bool = False) -> str | None:
     """The JSON of documents that are each only ``{"content": str}`` (documents passed as plain
     strings), written directly: what :func:`dumps` returns, without building an encoder per call.
+    ``plain``: no content needs JSON escaping but for its newlines (the secret gate found none).
     None when some document has more than a content."""
-    parts: list[str] = []
+    contents: list[str] = []
     for doc in docs:
         content = doc.get(C.DOC_CONTENT)
         if len(doc) != 1 or type(content) is not str:
             return None
-        parts.append(_enc(content))
-    return _CONTENTS_HEAD + _CONTENTS_SEP.join(parts) + _CONTENTS_TAIL if parts else None
+        contents.append(content)
+    if not contents:
+        return None
+    if plain:
+        body = _PLAIN_SEP.join(contents).replace("\n", "\\n")
+        return f'{_CONTENTS_HEAD}"{body}"{_CONTENTS_TAIL}'
+    return _CONTENTS_HEAD + _CONTENTS_SEP.join(map(_enc, contents)) + _CONTENTS_TAIL
 
 
-def documents_attribute(call: Call, docs: list[dict[str, Any]], clean: bool) -> str:
+def documents_attribute(
+    call: Call, docs: list[dict[str, Any]], clean: bool, plain: bool = False
+) -> str:
     """``gen_ai.retrieval.documents`` JSON of the documents of ``call``.
 
     ``clean``: the caller gated every string of the documents (``document_texts``) and found
     nothing to scrub, and none is longer than the limit; otherwise each string is cut and scrubbed.
+    ``plain``: the gate also found nothing JSON must escape in the documents but newlines.
     """
     if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
-        return _contents_json(docs) or dumps(docs, utf8_checked=True)
+        return _contents_json(docs, plain) or dumps(docs, utf8_checked=True)
     attr = C.GEN_AI_RETRIEVAL_DOCUMENTS
     scrubber = call.state.scrubber
     out: list[dict[str, Any]] = []

@@ -18,9 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-# bytes.translate table for the long-token gate: token characters -> b"a", the rest -> b" "
+# bytes.translate table of the gates: token characters -> b"a" (the long-token gate), the bytes
+# JSON escapes (quote, backslash, control characters, newline included) -> b'"' (a text without
+# them is its own JSON string body), the rest -> b" "
 TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-CLASS_TABLE = bytes(0x61 if i in TOKEN_CHARS else 0x20 for i in range(256))
+JSON_ESCAPED = frozenset(b'"\\') | frozenset(range(0x20))
+CLASS_TABLE = bytes(
+    0x61 if i in TOKEN_CHARS else 0x22 if i in JSON_ESCAPED else 0x20 for i in range(256)
+)
 B64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 B64_TABLE = bytes(0x61 if i in B64_CHARS else 0x20 for i in range(256))
 NON_DIGITS = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
@@ -114,10 +119,11 @@ def long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
     """``(start, run)`` of each run of 16+ token characters (``classes``: raw via CLASS_TABLE)."""
     runs: list[tuple[int, bytes]] = []
     i = classes.find(LONG_RUN)
-    while i >= 0:  # i starts a run: the run before it, if any, ended at a blank
+    while i >= 0:  # i starts a run: the run before it, if any, ended at a non-token byte
         end = classes.find(b" ", i)
-        if end < 0:
-            end = len(classes)
+        escaped = classes.find(b'"', i)
+        if end < 0 or 0 <= escaped < end:
+            end = escaped if escaped >= 0 else len(classes)
         runs.append((i, raw[i:end]))
         i = classes.find(LONG_RUN, end)
     return runs

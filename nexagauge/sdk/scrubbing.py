@@ -53,10 +53,12 @@ from nexagauge.sdk.scrub_gates import (
 from nexagauge.sdk.secret_rules import PII_RULES, SECRET_RULES, ScrubHook, ScrubRule
 
 __all__ = [
+    "CLEAN",
     "MEMO_CHARS",
     "MEMO_MAX_TEXT",
     "MEMO_TEXTS",
     "PII_RULES",
+    "PLAIN",
     "SECRET_RULES",
     "CleanMemo",
     "ScrubHook",
@@ -68,6 +70,10 @@ __all__ = [
 _V_GROUP = re.compile(r"\(\?P<v>")
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
+#: :meth:`Scrubber.gate` verdicts: no text needs scrubbing; and none needs JSON escaping but
+#: for its newlines
+CLEAN = 1
+PLAIN = 2
 
 
 class _Compiled:
@@ -285,24 +291,47 @@ class Scrubber:
             >>> Scrubber().all_clean(["What is the capital of France?", "Paris: 2.1 million"])
             True
         """
+        return self.gate(texts, remember) != 0
+
+    def gate(self, texts: list[str], remember: list[str] | None = None) -> int:
+        """:meth:`all_clean` with what the same pass learnt about JSON: 0 when some text may
+        need scrubbing, else :data:`CLEAN`, plus :data:`PLAIN` when the only characters JSON
+        escapes in the texts are newlines (no quote, backslash or other control character), so
+        ``'"' + text.replace("\\n", "\\\\n") + '"'`` is a text's JSON string (the recorder then
+        skips the escaping pass; computed only when scrubbing rules run).
+
+        Example::
+
+            >>> Scrubber().gate(["Paris: 2.1 million"]) == CLEAN | PLAIN
+            True
+            >>> Scrubber().gate(['He said "hi"']) == CLEAN
+            True
+        """
         if self.hook is not None:
-            return False
+            return 0
         if not self._rules:
-            return True
+            return CLEAN
         joined = JOIN.join(texts)
         try:
             raw = joined.encode("utf-8")
         except UnicodeEncodeError:
-            return False
-        for rule in self._candidates(raw):
+            return 0
+        classes = raw.translate(CLASS_TABLE)
+        for rule in self._candidates(raw, classes):
             if not rule.builtin or rule.regex.search(joined) is not None:
-                return False
+                return 0
         if remember:
             self.known_clean.add(remember)
-        return True
+        # the bytes JSON escapes (never part of a longer character in UTF-8) are the joins, or
+        # newlines only: no text needs more than its newlines escaped
+        escaped = classes.count(b'"')
+        if escaped == len(texts) - 1 or escaped == raw.count(b"\n"):
+            return CLEAN | PLAIN
+        return CLEAN
 
-    def _candidates(self, raw: bytes) -> list[_Compiled]:
-        """The rules whose gates ``raw`` passes (usually none).
+    def _candidates(self, raw: bytes, classes: bytes | None = None) -> list[_Compiled]:
+        """The rules whose gates ``raw`` passes (usually none); ``classes``: ``raw`` translated
+        with ``CLASS_TABLE`` when the caller has it.
 
         Every gate is a C-level pass over the bytes (translate, find, split) or a check of the
         few long tokens; the passes are computed once per text and only when a rule needs them.
@@ -310,7 +339,8 @@ class Scrubber:
         # single-byte finds are memchr (SIMD), several times cheaper than any other pass
         find = raw.find
         mask = (find(b"=") >= 0) | (find(b":") >= 0) << 1 | (find(b"@") >= 0) << 2
-        classes = raw.translate(CLASS_TABLE)
+        if classes is None:
+            classes = raw.translate(CLASS_TABLE)
         long_run = classes.find(LONG_RUN) >= 0
         rules, keyed = self._by_shape[mask << 1 | long_run]
         heads: list[int] | None = None  # where a key of some rule meets a separator (rarely)

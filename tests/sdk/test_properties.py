@@ -160,3 +160,25 @@ def test_key_gate_shortcut_is_sound(pieces: list[tuple[str, str, str, str]]) -> 
     exact = key_ends(raw, scrubber._key_tails, scrubber._all_keys)
     if exact is None or exact:
         assert may_follow_key(raw, mask, scrubber._key_windows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=60) | st.sampled_from(['say "hi"', "a\\b", "x\ny", "t\tz"])))
+def test_plain_verdict_means_no_json_escaping(texts: list[str]) -> None:
+    """When the gate says PLAIN, a text's JSON string is ``'"' + text + '"'`` with its newlines
+    escaped (the recorder then skips the escaping pass); texts with a quote, backslash or another
+    control character never get PLAIN."""
+    from json.encoder import encode_basestring
+
+    from nexagauge.sdk.scrubbing import CLEAN, PLAIN
+
+    verdict = Scrubber().gate(texts)
+
+    def plain(t: str) -> str:
+        return '"' + t.replace("\n", "\\n") + '"'
+
+    if verdict == CLEAN | PLAIN:
+        for text in texts:
+            assert encode_basestring(text) == plain(text), text
+    if any(encode_basestring(t) != plain(t) for t in texts):
+        assert verdict != CLEAN | PLAIN

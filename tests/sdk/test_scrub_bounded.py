@@ -28,18 +28,18 @@ def spied(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Recorder, list[int]
     rec = configure_with(InMemorySpanExporter())
     sizes: list[int] = []
     scrubber = sdk_config.STATE.scrubber
-    real_scrub, real_all_clean = Scrubber.scrub, Scrubber.all_clean
+    real_scrub, real_gate = Scrubber.scrub, Scrubber.gate
 
     def scrub(self: Scrubber, attribute: str, text: str) -> Any:
         sizes.append(len(text))
         return real_scrub(self, attribute, text)
 
-    def all_clean(self: Scrubber, texts: list[str], remember: list[str] | None = None) -> bool:
+    def gate(self: Scrubber, texts: list[str], remember: list[str] | None = None) -> int:
         sizes.extend(len(t) for t in texts)
-        return real_all_clean(self, texts, remember)
+        return real_gate(self, texts, remember)
 
     monkeypatch.setattr(Scrubber, "scrub", scrub)
-    monkeypatch.setattr(Scrubber, "all_clean", all_clean)
+    monkeypatch.setattr(Scrubber, "gate", gate)
     assert scrubber is sdk_config.STATE.scrubber
     try:
         yield rec, sizes
@@ -146,3 +146,43 @@ def test_the_memo_keeps_a_text_used_again_and_drops_a_generation_whole() -> None
         memo.add([f"more {i}"])
     assert "kept" not in memo and "next" in memo  # the old generation was dropped whole
     assert len(memo) <= MEMO_TEXTS and set(memo) >= {"next"}
+
+
+@pytest.mark.parametrize(
+    "question, passage, answer",
+    [
+        ("plain question", "plain passage: 330 m", "plain answer"),
+        ("a question\non two lines", "passage\nwith newlines\n", "answer\n\nin two paragraphs"),
+        ('a "quoted" question', "passage with\na newline", "answer\twith a tab and \\ backslash"),
+        ("question", "passage \x01 control", 'answer "quoted"'),
+    ],
+)
+def test_recorded_json_is_the_same_whether_or_not_escaping_was_needed(
+    question: str, passage: str, answer: str
+) -> None:
+    """The recorder skips JSON escaping when the secret gate found nothing to escape; the JSON
+    it writes is what json.dumps writes, with and without characters to escape."""
+    import json
+
+    rec = configure_with(InMemorySpanExporter())
+    try:
+
+        @nexagauge.trace(name="rag")
+        def rag(question: str, context: list[str]) -> str:
+            return answer
+
+        rag(question, [passage, "second passage"])
+        attrs = rec.one("rag").attributes
+        assert attrs[C.GEN_AI_INPUT_MESSAGES] == json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": question}]}],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        assert json.loads(attrs[C.GEN_AI_OUTPUT_MESSAGES])[0]["parts"][0]["content"] == answer
+        assert attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] == json.dumps(
+            [{"content": passage}, {"content": "second passage"}],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+    finally:
+        nexagauge.shutdown()
