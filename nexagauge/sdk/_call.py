@@ -152,7 +152,7 @@ class Call:
         Only what is kept (the size limit plus :data:`SCRUB_MARGIN`) is scrubbed: a 10 MB argument
         costs what 32 KiB cost. ``original``: the length before the caller already dropped a tail
         (streams keep only what fits); the marker and ``nexagauge.original_length.*`` then report
-        it. ``clean``: the caller already established (``Scrubber.all_clean``) that scrubbing would
+        it. ``clean``: the caller already established (``Scrubber.gate``) that scrubbing would
         not change the text.
         """
         limit = self.state.max_value_length

@@ -2,8 +2,8 @@
 
 Inputs are picked from the arguments (:func:`pick_input`); a ``str`` input is kept as is and
 recorded when the call ends (:func:`record_texts`), where input, output and documents are gated for
-secrets in one pass -- the common case (nothing secret) then costs one scan of the texts and their
-JSON encoding, like a hand-written span. Anything else is serialized (:mod:`nexagauge.sdk.serialize`,
+secrets in one pass -- the common case (nothing secret) then costs one scan of the texts, and the
+same scan tells whether their JSON strings need escaping beyond newlines (most prose does not). Anything else is serialized (:mod:`nexagauge.sdk.serialize`,
 never raises), cut to the size limit, then scrubbed (:meth:`nexagauge.sdk._call.Call.text`).
 """
 

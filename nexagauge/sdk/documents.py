@@ -3,7 +3,7 @@
 
 Every string of a document is recorded text: the content, the id and each metadata key and value.
 They are gated for secrets together with the call's input and output (one pass over all of them,
-:meth:`nexagauge.sdk.scrubbing.Scrubber.all_clean`); only when that pass finds a candidate is each
+:meth:`nexagauge.sdk.scrubbing.Scrubber.gate`); only when that pass finds a candidate is each
 string scrubbed on its own.
 
 Example::

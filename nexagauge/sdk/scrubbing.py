@@ -16,7 +16,8 @@ is dropped (fail closed).
 
 For speed each rule has gates (byte scans in C: a literal, a long token, a secret-looking key
 before ``=``/``:``) and its regex runs only when they pass; ordinary text costs a few scans and no
-regex. Several texts of one call are gated together in one pass (:meth:`Scrubber.all_clean`).
+regex. Several texts of one call are gated together in one pass (:meth:`Scrubber.gate`, which
+also tells whether the texts need JSON escaping).
 :func:`scrub_text` is the stable entry point for code outside the SDK.
 
 Example::
