@@ -3,7 +3,8 @@
 Inputs are picked from the arguments (:func:`pick_input`); a ``str`` input is kept as is and
 recorded when the call ends (:func:`record_texts`), where input, output and documents are gated for
 secrets in one pass -- the common case (nothing secret) then costs one scan of the texts, and the
-same scan tells whether their JSON strings need escaping beyond newlines (most prose does not). Anything else is serialized (:mod:`nexagauge.sdk.serialize`,
+same scan tells whether their JSON strings need escaping beyond newlines and quotes (most prose
+does not). Anything else is serialized (:mod:`nexagauge.sdk.serialize`,
 never raises), cut to the size limit, then scrubbed (:meth:`nexagauge.sdk._call.Call.text`).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._call import MISSING, Call, Meta
 from nexagauge.sdk.documents import document_texts, documents_attribute, get_field
-from nexagauge.sdk.scrubbing import CLEAN, PLAIN
+from nexagauge.sdk.scrubbing import CLEAN, PLAIN, plain_json_body
 from nexagauge.sdk.serialize import dumps, to_text
 
 _IN_HEAD = '[{"role":"user","parts":[{"type":"text","content":'
@@ -27,7 +28,6 @@ _OUT_TAILS = {
     for reason in (C.FINISH_REASON_STOP, C.FINISH_REASON_ERROR, C.FINISH_REASON_ABANDONED)
 }
 _OUT_STOP = _OUT_TAILS[C.FINISH_REASON_STOP]
-NL, ESC_NL = "\n", "\\n"  # a newline in a JSON string
 
 
 def pick(
@@ -165,11 +165,11 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
         short = document_texts(docs, texts, limit, scrubber.known_clean) and short
     # documents found clean are remembered: a passage retrieved again is not scanned again
     verdict = scrubber.gate(texts, texts[first_doc:]) if short else 0
-    # plain: no gated text needs JSON escaping but for its newlines (see Scrubber.gate)
+    # plain: no gated text needs JSON escaping but for newlines and quotes (see Scrubber.gate)
     plain = verdict == CLEAN | PLAIN
     if text_in is not None:
         if plain:
-            attrs[C.GEN_AI_INPUT_MESSAGES] = f'{_IN_HEAD}"{text_in.replace(NL, ESC_NL)}"{_IN_TAIL}'
+            attrs[C.GEN_AI_INPUT_MESSAGES] = f'{_IN_HEAD}"{plain_json_body(text_in)}"{_IN_TAIL}'
         else:
             attrs[C.GEN_AI_INPUT_MESSAGES] = (
                 _IN_HEAD
@@ -178,9 +178,7 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
             )
     if output is not None:
         if plain:
-            attrs[C.GEN_AI_OUTPUT_MESSAGES] = (
-                f'{_OUT_HEAD}"{output.replace(NL, ESC_NL)}"{_OUT_STOP}'
-            )
+            attrs[C.GEN_AI_OUTPUT_MESSAGES] = f'{_OUT_HEAD}"{plain_json_body(output)}"{_OUT_STOP}'
         elif verdict:
             attrs[C.GEN_AI_OUTPUT_MESSAGES] = _OUT_HEAD + _enc(output) + _OUT_STOP
         else:

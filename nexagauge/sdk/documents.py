@@ -21,7 +21,7 @@ from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._call import SCRUB_MARGIN, Call
-from nexagauge.sdk.scrubbing import CleanMemo
+from nexagauge.sdk.scrubbing import CleanMemo, plain_json_body
 from nexagauge.sdk.serialize import dumps, safe_repr, to_jsonable, to_text
 
 _DOC_CONTENT_KEYS = ("content", "text", "page_content", "document", "chunk", "body")
@@ -191,7 +191,7 @@ def _cut(call: Call, value: Any) -> Any:
 def _contents_json(docs: list[dict[str, Any]], plain: bool = False) -> str | None:
     """The JSON of documents that are each only ``{"content": str}`` (documents passed as plain
     strings), written directly: what :func:`dumps` returns, without building an encoder per call.
-    ``plain``: no content needs JSON escaping but for its newlines (the secret gate found none).
+    ``plain``: no content needs JSON escaping but for newlines and quotes (the secret gate said so).
     None when some document has more than a content."""
     contents: list[str] = []
     for doc in docs:
@@ -202,7 +202,7 @@ def _contents_json(docs: list[dict[str, Any]], plain: bool = False) -> str | Non
     if not contents:
         return None
     if plain:
-        body = _PLAIN_SEP.join(contents).replace("\n", "\\n")
+        body = _PLAIN_SEP.join([plain_json_body(c) for c in contents])
         return f'{_CONTENTS_HEAD}"{body}"{_CONTENTS_TAIL}'
     return _CONTENTS_HEAD + _CONTENTS_SEP.join(map(_enc, contents)) + _CONTENTS_TAIL
 
@@ -214,7 +214,7 @@ def documents_attribute(
 
     ``clean``: the caller gated every string of the documents (``document_texts``) and found
     nothing to scrub, and none is longer than the limit; otherwise each string is cut and scrubbed.
-    ``plain``: the gate also found nothing JSON must escape in the documents but newlines.
+    ``plain``: the gate also found nothing JSON must escape in the documents but newlines and quotes.
     """
     if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
         return _contents_json(docs, plain) or dumps(docs, utf8_checked=True)

@@ -166,16 +166,16 @@ def test_key_gate_shortcut_is_sound(pieces: list[tuple[str, str, str, str]]) -> 
 @given(st.lists(st.text(max_size=60) | st.sampled_from(['say "hi"', "a\\b", "x\ny", "t\tz"])))
 def test_plain_verdict_means_no_json_escaping(texts: list[str]) -> None:
     """When the gate says PLAIN, a text's JSON string is ``'"' + text + '"'`` with its newlines
-    escaped (the recorder then skips the escaping pass); texts with a quote, backslash or another
-    control character never get PLAIN."""
+    and quotes escaped (the recorder then skips the escaping pass); texts with a backslash or
+    another control character never get PLAIN."""
     from json.encoder import encode_basestring
 
-    from nexagauge.sdk.scrubbing import CLEAN, PLAIN
+    from nexagauge.sdk.scrubbing import CLEAN, PLAIN, plain_json_body
 
     verdict = Scrubber().gate(texts)
 
     def plain(t: str) -> str:
-        return '"' + t.replace("\n", "\\n") + '"'
+        return '"' + plain_json_body(t) + '"'
 
     if verdict == CLEAN | PLAIN:
         for text in texts:

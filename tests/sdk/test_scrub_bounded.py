@@ -153,6 +153,7 @@ def test_the_memo_keeps_a_text_used_again_and_drops_a_generation_whole() -> None
     [
         ("plain question", "plain passage: 330 m", "plain answer"),
         ("a question\non two lines", "passage\nwith newlines\n", "answer\n\nin two paragraphs"),
+        ('he said "yes"', 'a "quoted" passage\nnext line', 'the answer: "330 m"'),
         ('a "quoted" question', "passage with\na newline", "answer\twith a tab and \\ backslash"),
         ("question", "passage \x01 control", 'answer "quoted"'),
     ],
