@@ -137,7 +137,9 @@ class CleanMemo:
     the previous old one is dropped whole. A text seen in either is known. Why not an LRU: when
     every call brings new passages (nothing to gain from the memo) an ordered dict's insert and
     evict per text cost more than the scan the memo saves; a set add costs a hash the lookup
-    already computed. A text used again survives at least half the budget of newer ones.
+    already computed. A text stays known while at least half the budget of newer texts is
+    added; a hit does not refresh it, so a passage retrieved on every call is scanned again once
+    per two generations (then remembered again).
 
     Example::
 
