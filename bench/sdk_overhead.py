@@ -1,7 +1,7 @@
 """Per-call cost of ``@nexagauge.trace`` on a realistic RAG function, against a hand-written span.
 
 The function is what a RAG app traces: ``answer(question, context)`` with a 77-character question,
-3 retrieved passages of ~300 characters (prose with colons, numbers, a URL) and a 500-character
+3 retrieved passages of ~330 characters (prose with colons and numbers) and a 500-character
 answer. Sync and async variants, side by side in one run, on one ``TracerProvider`` with a
 ``BatchSpanProcessor`` feeding an exporter that drops spans (the network is not measured):
 
