@@ -47,9 +47,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online import service as service_mod
+from nexagauge.online import stage as service_mod
 from nexagauge.online.decode import attributes
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 

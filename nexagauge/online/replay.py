@@ -195,7 +195,7 @@ class Replayer:
 
     async def replay(self, body: Mapping[str, Any], reason: str) -> None:
         """Evaluate one dead letter's case; emit it, or dead-letter it again."""
-        from nexagauge.online.service import _errors
+        from nexagauge.online.cases import errors_of
 
         nodes = body.get("nodes")
         ex, fp = self.executors.get(tuple(nodes) if nodes is not None else None)
@@ -227,7 +227,7 @@ class Replayer:
             return
         started = time.time_ns()
         result = await ex.run_case(case, 0)
-        errors = _errors(result)
+        errors = errors_of(result)
         if errors and not self.emit_failed:
             await self.dlq.failed_evaluation(
                 trace_id=target.trace_id,

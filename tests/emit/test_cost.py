@@ -24,7 +24,7 @@ from nexagauge.graph.executor import CaseResult, NodeOutcome
 from nexagauge.graph.runtime import Runtime
 from nexagauge.judge.pricing import PriceTable
 from nexagauge.nodes.eval import EvalSummary
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.schema.results import CostEstimate, RelevanceMetrics
 from nexagauge.settings import EmitSettings, Settings
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.settings import Settings
 
 from .otlp import rand_tid, sdk_turn, traces_request

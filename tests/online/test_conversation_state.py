@@ -21,7 +21,7 @@ from nexagauge.nodes.conversation_relevance import METRIC
 from nexagauge.online.conv_state import ConversationState
 from nexagauge.online.conversations import DUPLICATE, ConversationStage, state_key
 from nexagauge.online.sampling import Limiter
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.online.turns import TurnPublisher
 from nexagauge.schema.results import CostEstimate
 from nexagauge.settings import SamplingSettings, Settings
@@ -247,7 +247,11 @@ async def test_running_score_continues_on_the_next_member(broker: Any, crash: bo
             assert await wait_for(lambda: second.stage.stats.skipped.get(DUPLICATE) == 2, 10)
         key = state_key("alpha", a[0].fingerprint)
         restored = await second.changelog.restore([0, 1])
-        assert sum(key in v for v in restored.values()) == 1
+        assert sum(key in v for v in restored.values()) == 1, (
+            {p: sorted(v) for p, v in restored.items()},
+            second.changelog.writes,
+            first.changelog.writes,
+        )
         state = next(v[key] for v in restored.values() if key in v)["state"]
         assert (state["n_turns"], state["windows"]) == (4, 4)
     finally:

@@ -38,7 +38,7 @@ from nexagauge.online.conversations import (
     conversation_fingerprint,
     conversations_possible,
 )
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.schema.case import ConversationRelevanceConfig
 from nexagauge.schema.results import CostEstimate
 from nexagauge.sdk import conventions as C

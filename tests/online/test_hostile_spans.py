@@ -212,7 +212,7 @@ async def test_large_trace_is_extracted_off_the_loop_and_fully_evaluated() -> No
     from aiokafka.structs import ConsumerRecord, TopicPartition
 
     from nexagauge.graph.runtime import Runtime
-    from nexagauge.online.service import INLINE_EXTRACT_MAX, EvaluatorStage
+    from nexagauge.online.stage import INLINE_EXTRACT_MAX, EvaluatorStage
     from nexagauge.settings import Settings
 
     class Emitter:
@@ -264,8 +264,8 @@ async def test_tick_yields_between_slices_and_revocation_reaches_waiting_traces(
     from aiokafka.structs import ConsumerRecord, TopicPartition
 
     from nexagauge.graph.runtime import Runtime
-    from nexagauge.online import service as service_mod
-    from nexagauge.online.service import EvaluatorStage
+    from nexagauge.online import stage as service_mod
+    from nexagauge.online.stage import EvaluatorStage
     from nexagauge.settings import Settings
 
     class Emitter:

@@ -14,7 +14,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online.extract import build_views, extract_cases
 from nexagauge.online.roles import Role, assign, classify
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 

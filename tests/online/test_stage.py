@@ -12,7 +12,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from nexagauge.graph.executor import CaseResult, NodeOutcome
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online.dlq import HEADER_REASON, DeadLetters
-from nexagauge.online.service import EvaluatorStage
+from nexagauge.online.stage import EvaluatorStage
 from nexagauge.settings import Settings
 
 from .otlp import rand_tid, sdk_turn, sid, traces_request
@@ -366,7 +366,7 @@ async def test_json_source_topics_with_rekey_decode_rekeyed_protobuf() -> None:
 
 
 async def test_unexpected_decoder_error_dead_letters_instead_of_stopping(monkeypatch: Any) -> None:
-    import nexagauge.online.service as service
+    import nexagauge.online.stage as service
 
     clock, prod = Clock(), Producer()
     stage = make_stage(Emitter(), clock, prod)

@@ -1,0 +1,522 @@
+"""The online evaluator: consumer -> assembly -> extraction -> sampling -> graph -> emit -> commit.
+
+:class:`EvaluatorStage` is the consumer-loop handler of the evaluation stage:
+
+1. ``handle``: decode each message lazily (spans, or GenAI log records), poison -> DLQ; add spans
+   and records to the :class:`~nexagauge.online.assembly.TraceBuffer`; every trace a message
+   feeds holds a reference on its offset (:class:`~nexagauge.online.offsets.OffsetTracker`).
+2. ``tick``: hand completed traces on; a trace no rule can sample is done at once (cheap
+   pre-check on eagerly decoded fields); otherwise its cases are extracted, each case is sampled
+   (:class:`~nexagauge.online.sampling.Sampler`) and checked against the hard limits
+   (:class:`~nexagauge.online.sampling.Limiter`); every skip is counted by reason.
+3. Sampled cases run through the same node graph as the CLI (``Executor.run_case``), at most
+   ``max_in_flight`` at once; above that the loop pauses the partitions (backpressure).
+4. Each result goes to the emitter (evaluation span + Prometheus, idempotent per
+   ``(trace, span, metric, config fingerprint)``), retried with backoff; failed evaluations also
+   get a DLQ record. Only then is the trace done and its offsets released.
+
+Steps 3 and 4 (the life of one case) are :class:`~nexagauge.online.cases.CaseLifecycle`;
+:class:`~nexagauge.online.service.OnlineService` wires this stage to Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aiokafka import ConsumerRecord, TopicPartition
+
+from nexagauge.graph.runtime import Runtime
+from nexagauge.online.assembly import Trace, TraceBuffer, Trigger
+from nexagauge.online.cases import CaseLifecycle, EmitterLike, StageStats, _Active
+from nexagauge.online.decode import (
+    BASE_WANTED,
+    DecodedBatch,
+    PoisonMessage,
+    decode_logs,
+    decode_traces,
+)
+from nexagauge.online.dlq import DeadLetters
+from nexagauge.online.extract import (
+    TRACELOOP_SESSION_ID,
+    ExtractedCase,
+    SpanError,
+    extract_cases_with_errors,
+)
+from nexagauge.online.markers import primary_source
+from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.plans import Executors
+from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
+from nexagauge.online.sampling import Decision, Limiter, Sampler
+from nexagauge.sdk import conventions as C
+from nexagauge.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_CONVERSATION_KEYS = (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSION_ID)
+#: traces of more spans + log records, or more serialized bytes, than these are extracted in a
+#: worker thread (below them the thread hop costs more than the work; measured bound in
+#: docs/online.md, bench/hostile.py)
+INLINE_EXTRACT_MAX = 200
+INLINE_EXTRACT_MAX_BYTES = 256 * 1024
+#: the longest one tick starts completed traces before it yields the event loop
+TICK_SLICE_S = 0.05
+
+
+class EvaluatorStage(CaseLifecycle):
+    """The evaluation stage handler (see module docstring)."""
+
+    #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations)
+    turns: Any = None
+    #: the judge's circuit breaker (nexagauge.judge.breaker): consumption pauses while it is open
+    breaker: Any = None
+    #: group-wide emitted keys (nexagauge.online.markers.EmittedKeys), with the default emitter
+    keys: Any = None
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtime: Runtime,
+        emitter: EmitterLike,
+        *,
+        metrics: Any = None,
+        dlq: DeadLetters | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        signal_for: Callable[[ConsumerRecord[Any, Any]], str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.o = settings.online
+        self.k = settings.kafka
+        self.runtime = runtime
+        self.emitter = emitter
+        self.metrics = metrics
+        self.dlq = dlq
+        self.clock = clock
+        self.tracker = OffsetTracker()
+        self.buffer = TraceBuffer(
+            grace_s=self.o.trace_grace_s,
+            inactivity_s=self.o.trace_inactivity_s,
+            max_traces=self.o.max_buffered_traces,
+            max_spans=self.o.max_buffered_spans,
+        )
+        self.sampler = Sampler(settings.sampling)
+        self.limiter = Limiter(settings.sampling, clock=clock)
+        self.wanted = BASE_WANTED | self.sampler.attribute_keys | {TRACELOOP_SESSION_ID}
+        self.stats = StageStats()
+        self._signal_for = signal_for or self._default_signal
+        self._active: dict[bytes, _Active] = {}
+        #: completed traces of running ticks not started yet (see tick)
+        self._starting: list[deque[tuple[Trace, Trigger]]] = []
+        self._side: set[asyncio.Task[Any]] = set()
+        self._in_flight = 0
+        #: sampled cases waiting for a slot: at most max_in_flight run at once (a real bound)
+        self._ready: deque[tuple[_Active, ExtractedCase, Decision]] = deque()
+        #: the assembly buffer's clock stops while partitions are paused (see _buffer_now)
+        self._paused_since: float | None = None
+        self._paused_total = 0.0
+        self._executors = Executors(settings, runtime)
+        self._evicted_seen: dict[str, int] = {}
+        self._discarded: dict[bytes, None] = {}
+        self._discard_memory = max(10_000, self.o.max_buffered_traces * 10)
+        self._late_seen = 0
+
+    # -- decoding ---------------------------------------------------------------------------
+    def _default_signal(self, rec: ConsumerRecord[Any, Any]) -> str:
+        for k, v in rec.headers or ():
+            if k == SIGNAL_HEADER:
+                return "logs" if v == SIGNAL_LOGS else "traces"
+        return "logs" if rec.topic == self.k.logs_topic else "traces"
+
+    async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
+        key = (tp.topic, tp.partition)
+        now = self._buffer_now()
+        n_spans = 0
+        buf, tracker = self.buffer, self.tracker
+        keep = self._keep if self.o.early_discard else None
+        for rec in records:
+            off = rec.offset
+            tracker.begin(key, off)
+            self.stats.messages += 1
+            # re-keyed messages are always protobuf (the re-key stage serializes them)
+            enc = "otlp_proto" if self.o.rekey else self.k.encoding
+            try:
+                if self._signal_for(rec) == "logs":
+                    batch = decode_logs(rec.value, enc, max_bytes=self.k.max_message_bytes)
+                    self._dropped(rec, batch)
+                    src = (tp.topic, tp.partition, off)
+                    for lg in batch.logs:
+                        if keep is not None and self._discard_log(lg.trace_id):
+                            continue
+                        if buf.add_log(lg, src, now) == "new":
+                            tracker.acquire(key, off)
+                    self.stats.logs += len(batch.logs)
+                else:
+                    batch = decode_traces(
+                        rec.value,
+                        enc,
+                        wanted=self.wanted,
+                        max_bytes=self.k.max_message_bytes,
+                        keep=keep,
+                    )
+                    self._dropped(rec, batch)
+                    src = (tp.topic, tp.partition, off)
+                    for sp in batch.spans:
+                        if buf.add_span(sp, src, now) == "new":
+                            tracker.acquire(key, off)
+                    n_spans += len(batch.spans) + batch.skipped
+            except PoisonMessage as p:
+                self._poison(rec, key, p)
+            except Exception as e:  # a decoder bug must not stop the consumer: dead-letter it
+                log.exception("unexpected error handling %s@%d", key, off)
+                self._poison(rec, key, PoisonMessage("decode_error", f"{type(e).__name__}: {e}"))
+            tracker.release(key, off)
+        self.stats.spans += n_spans
+        if self.metrics is not None:
+            self.metrics.messages_consumed(tp.topic, len(records))
+            if n_spans:
+                self.metrics.spans_consumed(tp.topic, n_spans)
+
+    def _dropped(self, rec: ConsumerRecord[Any, Any], batch: DecodedBatch) -> None:
+        """Count the spans a message lost on their own (invalid ids, unreadable bytes): the rest
+        of the message goes on, each lost span is a counted reason."""
+        if batch.invalid:
+            self._skip("invalid_ids", batch.invalid)
+        for r in batch.rejected:
+            self._skip(r.reason)
+        if batch.rejected:  # one line per message, however many spans it lost
+            r = batch.rejected[0]
+            n = len(batch.rejected)
+            log.warning("%s/%d@%d: %d span(s) dropped, first: %s", *_at(rec), n, r.detail)
+
+    def _keep(
+        self, trace_id: bytes, service: str, name: str, marks: dict[str, Any], error: bool
+    ) -> bool:
+        """Decode-time filter: buffer a span unless its trace can never be sampled."""
+        if self.buffer.has_trace(trace_id) or self.sampler.could_sample_span(
+            trace_id, service, name, marks, error
+        ):
+            return True
+        self._discard(trace_id)
+        return False
+
+    def _discard_log(self, trace_id: bytes) -> bool:
+        """Whether a GenAI log record can be dropped at decode time. Log records carry no
+        conversation id, so with conversation sampling they are always kept (their trace's spans
+        decide); otherwise the trace-id test of the spans applies."""
+        sm = self.sampler
+        if self.buffer.has_trace(trace_id) or sm.settings.by_conversation or sm.has_always_rules:
+            return False
+        if sm.could_sample_span(trace_id, "", "", {}, False):
+            return False
+        self._discard(trace_id)
+        return True
+
+    def _discard(self, trace_id: bytes) -> None:
+        """Count a trace dropped at decode time once (bounded memory: the id set is reset when
+        full, so a very long trace may be counted twice)."""
+        seen = self._discarded
+        if trace_id in seen:
+            return
+        if len(seen) >= self._discard_memory:
+            seen.clear()
+        seen[trace_id] = None
+        self.stats.not_sampled += 1
+        self.stats.discarded_traces += 1
+        if self.metrics is not None:
+            self.metrics.trace_not_sampled()
+
+    def _poison(
+        self, rec: ConsumerRecord[Any, Any], key: tuple[str, int], p: PoisonMessage
+    ) -> None:
+        self.stats.poison += 1
+        log.warning("poison message %s/%d@%d: %s", rec.topic, rec.partition, rec.offset, p)
+        if self.metrics is not None:
+            self.metrics.dead_lettered(p.reason)
+        if self.dlq is None:
+            return  # no DLQ configured (unit tests): the message is simply done
+        self.tracker.acquire(key, rec.offset)
+        epoch = self.tracker.epoch(key)
+        coro = self.dlq.poison(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            key=rec.key,
+            value=rec.value,
+            reason=p.reason,
+            detail=p.detail,
+        )
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                self.tracker.release(key, rec.offset, epoch)
+            elif not f.cancelled():
+                log.error("dead-lettering %s@%d failed: %s", key, rec.offset, f.exception())
+
+        self._spawn(coro, done)
+
+    def _spawn(self, coro: Any, done: Callable[[asyncio.Future[Any]], None] | None = None) -> None:
+        t = asyncio.ensure_future(coro)
+        self._side.add(t)
+        t.add_done_callback(self._side.discard)
+        if done is not None:
+            t.add_done_callback(done)
+
+    # -- completion -------------------------------------------------------------------------
+    def _buffer_now(self) -> float:
+        """The assembly buffer's clock: real time minus the time partitions were paused, so
+        completeness timers (grace, inactivity) never run against traces whose partitions we
+        paused (a root still unread behind the pause is not a late span)."""
+        now = self.clock()
+        frozen = self._paused_total + (
+            now - self._paused_since if self._paused_since is not None else 0.0
+        )
+        return now - frozen
+
+    def on_paused(self, n: int) -> None:
+        """Consumer-loop hook: ``n`` partitions are paused for backpressure now."""
+        if n and self._paused_since is None:
+            self._paused_since = self.clock()
+        elif not n and self._paused_since is not None:
+            self._paused_total += self.clock() - self._paused_since
+            self._paused_since = None
+        if self.metrics is not None:
+            self.metrics.set_paused_partitions(n)
+
+    async def tick(self) -> None:
+        now = self._buffer_now()
+        # many small traces complete at once after a big message: start them in slices of
+        # TICK_SLICE_S, yielding the loop in between (heartbeats, fetches); traces not started
+        # yet stay visible to revoked() through self._starting
+        pending = deque(self.buffer.poll(now))
+        self._starting.append(pending)
+        try:
+            t0 = time.perf_counter()
+            while pending:
+                trace, trigger = pending.popleft()
+                if self.metrics is not None:
+                    self.metrics.trace_assembled(trigger)
+                self._start(trace)
+                if pending and time.perf_counter() - t0 > TICK_SLICE_S:
+                    await asyncio.sleep(0)
+                    t0 = time.perf_counter()
+        finally:
+            self._starting.remove(pending)
+        m = self.metrics
+        if m is not None:
+            m.set_buffer(len(self.buffer), self.buffer.n_spans)
+            if self.buffer.late != self._late_seen:
+                m.late_spans(self.buffer.late - self._late_seen)
+                self._late_seen = self.buffer.late
+            for reason, n in self.buffer.evicted.items():
+                seen = self._evicted_seen.get(reason, 0)
+                if n != seen:
+                    m.trace_evicted(reason, n - seen)
+                    self._evicted_seen[reason] = n
+            m.set_in_flight(self._in_flight)
+            for window in ("hour", "day"):
+                rem = self.limiter.remaining(window)
+                if rem is not None:
+                    m.set_budget(window, rem, rem <= 0)
+
+    def _finish(self, trace: Trace) -> None:
+        self.stats.traces_done += 1
+        for topic, part, off in trace.sources:
+            self.tracker.release((topic, part), off)
+        trace.sources = set()
+
+    def _skip(self, reason: str, n: int = 1) -> None:
+        self.stats.skip(reason, n)
+        if self.metrics is not None:
+            self.metrics.skip(reason, n)
+
+    def _start(self, trace: Trace) -> None:
+        spans = trace.spans.values()
+        convs = [
+            v for s in spans for k in _CONVERSATION_KEYS if isinstance(v := s.marks.get(k), str)
+        ]
+        if not self.sampler.may_sample(
+            trace.trace_id,
+            ((s.service, s.name, s.marks) for s in spans),
+            error=trace.error,
+            conversation_ids=convs,
+        ):
+            self.stats.not_sampled += 1
+            if self.metrics is not None:
+                self.metrics.trace_not_sampled()
+            self._finish(trace)
+            return
+        if _large(trace):  # a large trace is extracted off the event loop
+            self._active[trace.trace_id] = _Active(trace)  # a revocation strips its sources
+            self._spawn(self._extract_off_loop(trace))
+            return
+        self._start_cases(trace, *self._extract(trace))
+
+    def _extract(self, trace: Trace) -> tuple[list[ExtractedCase], list[SpanError], bool]:
+        """``(cases, rejected spans, crashed)``; touches no stage state (may run in a thread)."""
+        try:
+            found = extract_cases_with_errors(
+                trace,
+                self.o.evaluate_spans,
+                rubrics=self.settings.rubrics,
+                inline_rubrics=self.o.span_rubrics == "trust",
+            )
+            return (*found, False)
+        except Exception:  # a bug in a reader must not stop the consumer
+            log.exception("case extraction failed for trace %s", trace.trace_id.hex())
+            return [], [], True
+
+    async def _extract_off_loop(self, trace: Trace) -> None:
+        """Extraction of a large trace in a worker thread: linear, but a 3,000-span trace still
+        takes ~1 s of CPU, which must not stop heartbeats and fetches (bench/hostile.py)."""
+        try:
+            result = await asyncio.to_thread(self._extract, trace)
+        finally:
+            self._active.pop(trace.trace_id, None)
+        self._start_cases(trace, *result)
+
+    def _start_cases(
+        self, trace: Trace, cases: list[ExtractedCase], errors: list[SpanError], crashed: bool
+    ) -> None:
+        if crashed:
+            self._skip("extract_error")
+        for err in errors:  # one bad span costs only itself (its reason is counted)
+            log.info("no case for %s", err.detail)
+            self._skip(err.reason)
+        if not cases:
+            if not errors and not crashed:
+                self._skip("no_case")
+            self._finish(trace)
+            return
+        active = _Active(trace)
+        if self.keys is not None:
+            active.origin = self.keys.origin(primary_source(trace.sources))
+        any_sampled = False
+        for ec in cases:
+            d = self.sampler.decide(
+                trace.trace_id,
+                service=ec.span.service,
+                span_name=ec.span.name,
+                attrs=ec.attrs,
+                error=trace.error,
+                conversation_id=ec.conversation_id,
+            )
+            if not d.sampled:
+                continue
+            any_sampled = True
+            why = self.limiter.try_acquire()
+            if why is not None:
+                self._skip(why)
+                continue
+            self.stats.sampled += 1
+            if self.metrics is not None:
+                self.metrics.trace_sampled(d.rule)
+            active.remaining += 1
+            self._ready.append((active, ec, d))
+        if not any_sampled:
+            self.stats.not_sampled += 1
+            if self.metrics is not None:
+                self.metrics.trace_not_sampled()
+        if active.remaining == 0:
+            self._finish(trace)
+        else:
+            self._active[trace.trace_id] = active
+            self._pump()
+
+    def _pump(self) -> None:
+        """Start queued cases while fewer than ``max_in_flight`` run."""
+        while self._ready and self._in_flight < self.o.max_in_flight:
+            active, ec, d = self._ready.popleft()
+            self._in_flight += 1
+            task = asyncio.ensure_future(self._evaluate(active, ec, d))
+            active.tasks.add(task)
+            task.add_done_callback(active.tasks.discard)
+
+    # -- consumer-loop hooks ----------------------------------------------------------------
+    def saturated(self) -> bool:
+        if self.breaker is not None and not self.breaker.is_closed:
+            return True  # judge outage: pause consumption until the breaker closes
+        return bool(self._ready) or self._in_flight >= self.o.max_in_flight
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    async def assigned(self, tps: Sequence[TopicPartition]) -> None:
+        """Restore the emitted keys of new partitions (they stay paused until this returns)."""
+        if self.keys is not None:
+            await self.keys.assigned([(tp.topic, tp.partition) for tp in tps])
+
+    async def fence(self, tps: Sequence[TopicPartition]) -> None:
+        """Before revocation: record no more outputs of these partitions (markers.py)."""
+        if self.keys is not None:
+            await self.keys.fence((tp.topic, tp.partition) for tp in tps)
+
+    def revoked(self, tps: Sequence[TopicPartition]) -> None:
+        by_topic: dict[str, set[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, set()).add(tp.partition)
+        for topic, parts in by_topic.items():
+            self.buffer.drop_sources(topic, parts)
+            waiting = [t for pending in self._starting for t, _ in pending]
+            for trace in [a.trace for a in self._active.values()] + waiting:
+                kept = {s for s in trace.sources if not (s[0] == topic and s[1] in parts)}
+                if trace.sources and not kept:
+                    # its outputs are fenced (markers.py): if the partition comes back to this
+                    # member, the re-read spans must assemble the trace again, not count as late
+                    self.buffer.forget_done(trace.trace_id)
+                trace.sources = kept
+        # queued cases of traces that lost every source: the new owner evaluates them
+        keep = [(a, ec, d) for a, ec, d in self._ready if a.trace.sources]
+        for a, _, _ in self._ready:
+            if not a.trace.sources:
+                self.limiter.cancel()
+                a.remaining -= 1
+                if a.remaining == 0:
+                    self._active.pop(a.trace.trace_id, None)
+        self._ready = deque(keep)
+
+    async def drain(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        pending: set[Any] = set()
+        while True:  # queued cases start as running ones finish (within the deadline)
+            tasks = [t for a in self._active.values() for t in a.tasks if not t.done()]
+            tasks += [t for t in self._side if not t.done()]
+            left = deadline - time.monotonic()
+            if not tasks or left <= 0:
+                pending = set(tasks)
+                break
+            await asyncio.wait(tasks, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        for _ in self._ready:  # never started: not released, re-delivered after the restart
+            self.limiter.cancel()
+        self._ready.clear()
+        for t in pending:
+            t.cancel()
+        if pending:
+            log.warning(
+                "drain deadline: %d evaluations cancelled (re-delivered later)", len(pending)
+            )
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def report_lag(self, tp: TopicPartition, lag: int) -> None:
+        if self.metrics is not None:
+            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
+
+    def forget_lag(self, tp: TopicPartition) -> None:
+        if self.metrics is not None:
+            self.metrics.forget_partition(tp.topic, tp.partition)
+
+
+def _large(trace: Trace) -> bool:
+    """Whether ``trace`` is extracted in a worker thread (many spans, or a few huge ones)."""
+    if trace.size > INLINE_EXTRACT_MAX:
+        return True
+    raw = sum(len(s.raw or b"") for s in trace.spans.values())
+    return raw + sum(len(g.raw or b"") for g in trace.logs) > INLINE_EXTRACT_MAX_BYTES
+
+
+def _at(rec: ConsumerRecord[Any, Any]) -> tuple[str, int, int]:
+    return rec.topic, rec.partition, rec.offset
