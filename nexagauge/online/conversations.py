@@ -43,7 +43,6 @@ turn older than every kept turn is skipped (``late_turn``); a turn id seen befor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -87,7 +86,6 @@ __all__ = [
     "ConversationState",
     "TurnPublisher",
     "TurnRecord",
-    "attach_conversations",
     "conversation_fingerprint",
     "conversations_possible",
 ]
@@ -462,69 +460,3 @@ class ConversationStage:
         if self.metrics is not None:
             self.metrics.dead_lettered("emit_failed")
         return True
-
-
-# --------------------------------------------------------------------------------------------
-# wiring (called by OnlineService.start)
-# --------------------------------------------------------------------------------------------
-async def ensure_topic(kafka: Any, topic: str) -> None:
-    """Create ``topic`` with ``kafka.topic_partitions`` partitions when missing."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-    from aiokafka.errors import TopicAlreadyExistsError
-
-    from nexagauge.online.consumer import client_kwargs
-
-    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
-    await admin.start()
-    try:
-        if topic not in set(await admin.list_topics()):
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(
-                    [NewTopic(topic, kafka.topic_partitions, kafka.replication_factor)]
-                )
-    finally:
-        await admin.close()
-
-
-async def attach_conversations(service: Any, dlq: Any = None) -> ConversationStage | None:
-    """Wire the conversation stage into a starting ``OnlineService``: the evaluator stage gets a
-    :class:`TurnPublisher` (and stops judging ``conversation_relevance`` per trace: this stage
-    owns it), and a consumer loop of ``kafka.turns_topic`` (group ``<group_id>-conversations``)
-    drives a :class:`ConversationStage` that shares the evaluator's budget limiter and keeps its
-    state in ``kafka.conversation_changelog_topic``. ``None`` when no sampling decision can
-    include conversation relevance (or ``online.conversations`` is off)."""
-    from nexagauge.online.changelog import Changelog
-    from nexagauge.online.consumer import ConsumerLoop
-
-    s = service.settings
-    k, o = s.kafka, s.online
-    if not conversations_possible(s):
-        return None
-    if k.create_topics:
-        await ensure_topic(k, k.turns_topic)
-    changelog = Changelog(k, service._producer, k.conversation_changelog_topic)
-    if k.create_topics:
-        # co-partitioned: as many partitions as the turns topic really has
-        n = len(await service._producer.partitions_for(k.turns_topic) or ())
-        await changelog.ensure(n or k.topic_partitions)
-    judge_model = s.judge.for_node(METRIC).model if service.runtime.judge is not None else None
-    service.stage.turns = TurnPublisher(service._producer, k.turns_topic, judge_model, o.nodes)
-    stage = ConversationStage(
-        s,
-        service.runtime,
-        service.emitter,
-        metrics=service.metrics,
-        dlq=dlq,
-        limiter=service.stage.limiter,
-        changelog=changelog,
-    )
-    service.loops.append(
-        ConsumerLoop(
-            k,
-            [k.turns_topic],
-            f"{k.group_id}-conversations",
-            stage,
-            commit_interval_s=o.commit_interval_s,
-        )
-    )
-    return stage

@@ -13,14 +13,18 @@ Example (not run: needs a broker)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
 from nexagauge.graph.runtime import Runtime
+from nexagauge.nodes.conversation_relevance import METRIC as CONVERSATION_METRIC
 from nexagauge.online.cases import EmitterLike
+from nexagauge.online.conversations import ConversationStage
 from nexagauge.online.dlq import DeadLetters, dlq_value_limit
 from nexagauge.online.redact import install_log_redaction, register_secret
 from nexagauge.online.stage import EvaluatorStage
+from nexagauge.online.turns import TurnPublisher, conversations_possible
 from nexagauge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -145,8 +149,6 @@ class OnlineService:
         self.stage = EvaluatorStage(s, self.runtime, self.emitter, metrics=self.metrics, dlq=dlq)
         self.stage.breaker = self.breaker
         self.stage.keys = keys
-        from nexagauge.online.conversations import attach_conversations
-
         self.conversation_stage = await attach_conversations(self, dlq)
         if o.rekey:
             self.rekey_stage = RekeyStage(s, self._producer, dlq, self.metrics)
@@ -298,3 +300,68 @@ async def _stop_http(server: Any) -> None:
         res = stop()
         if asyncio.iscoroutine(res):
             await res
+
+
+async def ensure_topic(kafka: Any, topic: str) -> None:
+    """Create ``topic`` with ``kafka.topic_partitions`` partitions when missing."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import TopicAlreadyExistsError
+
+    from nexagauge.online.consumer import client_kwargs
+
+    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
+    await admin.start()
+    try:
+        if topic not in set(await admin.list_topics()):
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(
+                    [NewTopic(topic, kafka.topic_partitions, kafka.replication_factor)]
+                )
+    finally:
+        await admin.close()
+
+
+async def attach_conversations(service: OnlineService, dlq: Any = None) -> ConversationStage | None:
+    """Wire the conversation stage into a starting ``OnlineService``: the evaluator stage gets a
+    :class:`TurnPublisher` (and stops judging ``conversation_relevance`` per trace: this stage
+    owns it), and a consumer loop of ``kafka.turns_topic`` (group ``<group_id>-conversations``)
+    drives a :class:`ConversationStage` that shares the evaluator's budget limiter and keeps its
+    state in ``kafka.conversation_changelog_topic``. ``None`` when no sampling decision can
+    include conversation relevance (or ``online.conversations`` is off)."""
+    from nexagauge.online.changelog import Changelog
+    from nexagauge.online.consumer import ConsumerLoop
+
+    s = service.settings
+    k, o = s.kafka, s.online
+    if not conversations_possible(s):
+        return None
+    assert service.stage is not None, "the evaluation stage is created first"
+    if k.create_topics:
+        await ensure_topic(k, k.turns_topic)
+    changelog = Changelog(k, service._producer, k.conversation_changelog_topic)
+    if k.create_topics:
+        # co-partitioned: as many partitions as the turns topic really has
+        n = len(await service._producer.partitions_for(k.turns_topic) or ())
+        await changelog.ensure(n or k.topic_partitions)
+    judge = service.runtime.judge if service.runtime is not None else None
+    judge_model = s.judge.for_node(CONVERSATION_METRIC).model if judge is not None else None
+    service.stage.turns = TurnPublisher(service._producer, k.turns_topic, judge_model, o.nodes)
+    stage = ConversationStage(
+        s,
+        service.runtime,
+        service.emitter,
+        metrics=service.metrics,
+        dlq=dlq,
+        limiter=service.stage.limiter,
+        changelog=changelog,
+    )
+    service.loops.append(
+        ConsumerLoop(
+            k,
+            [k.turns_topic],
+            f"{k.group_id}-conversations",
+            stage,
+            commit_interval_s=o.commit_interval_s,
+        )
+    )
+    return stage
