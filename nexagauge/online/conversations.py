@@ -74,6 +74,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INVALID = "invalid_turn"
+#: how long an assignment retries a failing changelog restore before going on without the state
+RESTORE_PATIENCE_S = 60.0
 DISABLED = "conversation_relevance disabled"
 
 __all__ = [
@@ -240,11 +242,20 @@ class ConversationStage:
             return
         topic = self.settings.kafka.turns_topic
         parts = sorted(tp.partition for tp in tps if tp.topic == topic)
-        try:
-            restored = await self.changelog.restore(parts)
-        except Exception as e:  # never kill the rebalance: continue without the old state
-            log.error("conversation state of partitions %s not restored: %s", parts, e)
-            return
+        restored = None
+        delay, deadline = 0.2, time.monotonic() + RESTORE_PATIENCE_S
+        while restored is None:  # the partitions stay paused: retrying costs only latency
+            try:
+                restored = await self.changelog.restore(parts)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if time.monotonic() + delay > deadline:  # never block the group forever
+                    log.error("conversation state of partitions %s not restored: %s", parts, e)
+                    return
+                log.warning("restore of partitions %s failed (%s); retrying", parts, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
         n = 0
         for part, values in restored.items():
             for key, value in values.items():

@@ -259,3 +259,35 @@ async def test_running_score_continues_on_the_next_member(broker: Any, crash: bo
             if m is not None and m.loop.consumer is not None:
                 await m.stop()
         await producer.stop()
+
+
+async def test_a_failing_restore_is_retried_before_consuming() -> None:
+    """A broker hiccup during the restore must not start the partition's conversations from
+    nothing: the assignment retries (its partitions stay paused) until the state is read."""
+    from aiokafka.structs import TopicPartition
+
+    a = [turn("alpha", i) for i in range(2)]
+    state = ConversationState(size=2)
+    for t in a:
+        state.add(t)
+    state.record([1.0, 1.0])
+    cfg = a[0].config
+
+    class FlakyChangelog:
+        calls = 0
+
+        async def restore(self, parts: list[int]) -> dict[int, dict[str, Any]]:
+            self.calls += 1
+            if self.calls < 3:
+                raise ConnectionError("broker hiccup")
+            return {
+                0: {state_key("alpha", a[0].fingerprint): {"config": cfg, "state": state.to_dict()}}
+            }
+
+    log = FlakyChangelog()
+    stage = stage_for(FakeRuntime(FakeJudge()), Recorder(), Clock())
+    stage.changelog = log  # type: ignore[assignment]
+    await stage.assigned([TopicPartition(stage.settings.kafka.turns_topic, 0)])
+    assert log.calls == 3 and stage.stats.restored == 1
+    restored = stage.states[("alpha", a[0].fingerprint)].state
+    assert (restored.n_turns, restored.windows) == (2, 2)
