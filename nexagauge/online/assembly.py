@@ -98,6 +98,7 @@ class TraceBuffer:
     def _trace_for(
         self, trace_id: bytes, source: Source | None, now: float
     ) -> tuple[Trace | None, Added]:
+        # ``now`` here is the idle clock: it times inactivity (see poll)
         if trace_id in self._done:
             self.late += 1
             return None, "late"
@@ -114,9 +115,16 @@ class TraceBuffer:
         t.sources.add(source)
         return t, "new"
 
-    def add_span(self, span: SpanRecord, source: Source | None, now: float) -> Added:
-        """Add a span. ``new``: the caller must take an offset reference for ``source``."""
-        t, added = self._trace_for(span.trace_id, source, now)
+    def add_span(
+        self, span: SpanRecord, source: Source | None, now: float, idle_now: float | None = None
+    ) -> Added:
+        """Add a span. ``new``: the caller must take an offset reference for ``source``.
+
+        ``idle_now``: the inactivity clock (default ``now``); the online stage stops it while its
+        partitions are paused, so a trace whose remaining spans sit unread behind the pause is
+        not handed on as inactive (its root then dropped as late). Grace deadlines run on ``now``.
+        """
+        t, added = self._trace_for(span.trace_id, source, now if idle_now is None else idle_now)
         if t is None:
             return added
         if span.span_id not in t.spans:
@@ -135,9 +143,11 @@ class TraceBuffer:
         self._enforce_limits()
         return added
 
-    def add_log(self, log: LogRef, source: Source | None, now: float) -> Added:
+    def add_log(
+        self, log: LogRef, source: Source | None, now: float, idle_now: float | None = None
+    ) -> Added:
         """Add a GenAI log record (joined to its span at extraction); see :meth:`add_span`."""
-        t, added = self._trace_for(log.trace_id, source, now)
+        t, added = self._trace_for(log.trace_id, source, now if idle_now is None else idle_now)
         if t is None:
             return added
         t.logs.append(log)
@@ -157,8 +167,10 @@ class TraceBuffer:
         self._done.pop(trace_id, None)
 
     # -- output -----------------------------------------------------------------------------
-    def poll(self, now: float) -> list[tuple[Trace, Trigger]]:
-        """Hand out every trace that is complete at ``now`` (plus any evicted since last poll)."""
+    def poll(self, now: float, idle_now: float | None = None) -> list[tuple[Trace, Trigger]]:
+        """Hand out every trace that is complete at ``now`` (plus any evicted since last poll);
+        inactivity is timed on ``idle_now`` (default ``now``, see :meth:`add_span`)."""
+        idle = now if idle_now is None else idle_now
         out, self._ready = self._ready, []
         for tid, deadline in list(self._marked.items()):
             if deadline <= now:
@@ -167,7 +179,7 @@ class TraceBuffer:
                     out.append((self._take(t), t.mark or "root_end"))
         while self._traces:
             tid, t = next(iter(self._traces.items()))
-            if now - t.last_seen < self.inactivity_s:
+            if idle - t.last_seen < self.inactivity_s:
                 break
             out.append((self._take(t), "inactivity"))
         for _, trig in out:

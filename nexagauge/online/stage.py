@@ -115,7 +115,7 @@ class EvaluatorStage(CaseLifecycle):
         self._in_flight = 0
         #: sampled cases waiting for a slot: at most max_in_flight run at once (a real bound)
         self._ready: deque[tuple[_Active, ExtractedCase, Decision]] = deque()
-        #: the assembly buffer's clock stops while partitions are paused (see _buffer_now)
+        #: the inactivity clock of the assembly buffer stops while partitions are paused (_idle_now)
         self._paused_since: float | None = None
         self._paused_total = 0.0
         self._executors = Executors(settings, runtime)
@@ -133,7 +133,7 @@ class EvaluatorStage(CaseLifecycle):
 
     async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
         key = (tp.topic, tp.partition)
-        now = self._buffer_now()
+        now, idle = self.clock(), self._idle_now()
         n_spans = 0
         buf, tracker = self.buffer, self.tracker
         keep = self._keep if self.o.early_discard else None
@@ -151,7 +151,7 @@ class EvaluatorStage(CaseLifecycle):
                     for lg in batch.logs:
                         if keep is not None and self._discard_log(lg.trace_id):
                             continue
-                        if buf.add_log(lg, src, now) == "new":
+                        if buf.add_log(lg, src, now, idle) == "new":
                             tracker.acquire(key, off)
                     self.stats.logs += len(batch.logs)
                 else:
@@ -165,7 +165,7 @@ class EvaluatorStage(CaseLifecycle):
                     self._dropped(rec, batch)
                     src = (tp.topic, tp.partition, off)
                     for sp in batch.spans:
-                        if buf.add_span(sp, src, now) == "new":
+                        if buf.add_span(sp, src, now, idle) == "new":
                             tracker.acquire(key, off)
                     n_spans += len(batch.spans) + batch.skipped
             except PoisonMessage as p:
@@ -266,10 +266,12 @@ class EvaluatorStage(CaseLifecycle):
             t.add_done_callback(done)
 
     # -- completion -------------------------------------------------------------------------
-    def _buffer_now(self) -> float:
-        """The assembly buffer's clock: real time minus the time partitions were paused, so
-        completeness timers (grace, inactivity) never run against traces whose partitions we
-        paused (a root still unread behind the pause is not a late span)."""
+    def _idle_now(self) -> float:
+        """The assembly buffer's inactivity clock: real time minus the time partitions were
+        paused, so the inactivity timer never runs against traces whose partitions we paused (a
+        root still unread behind the pause is not a late span). Root/turn grace deadlines keep
+        real time: a trace whose root arrived is handed on as before (holding it through a pause
+        only pinned its messages' offsets, and more was re-evaluated after a restart)."""
         now = self.clock()
         frozen = self._paused_total + (
             now - self._paused_since if self._paused_since is not None else 0.0
@@ -287,11 +289,11 @@ class EvaluatorStage(CaseLifecycle):
             self.metrics.set_paused_partitions(n)
 
     async def tick(self) -> None:
-        now = self._buffer_now()
+        now, idle = self.clock(), self._idle_now()
         # many small traces complete at once after a big message: start them in slices of
         # TICK_SLICE_S, yielding the loop in between (heartbeats, fetches); traces not started
         # yet stay visible to revoked() through self._starting
-        pending = deque(self.buffer.poll(now))
+        pending = deque(self.buffer.poll(now, idle))
         self._starting.append(pending)
         try:
             t0 = time.perf_counter()
