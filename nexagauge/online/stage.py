@@ -40,6 +40,7 @@ from nexagauge.online.decode import (
     decode_logs,
     decode_traces,
 )
+from nexagauge.online.discard import EarlyDiscard
 from nexagauge.online.dlq import DeadLetters
 from nexagauge.online.extract import (
     TRACELOOP_SESSION_ID,
@@ -120,8 +121,13 @@ class EvaluatorStage(CaseLifecycle):
         self._paused_total = 0.0
         self._executors = Executors(settings, runtime)
         self._evicted_seen: dict[str, int] = {}
-        self._discarded: dict[bytes, None] = {}
-        self._discard_memory = max(10_000, self.o.max_buffered_traces * 10)
+        self._early = EarlyDiscard(
+            self.sampler,
+            self.buffer,
+            self.stats,
+            metrics,
+            memory=max(10_000, self.o.max_buffered_traces * 10),
+        )
         self._late_seen = 0
 
     # -- decoding ---------------------------------------------------------------------------
@@ -136,7 +142,7 @@ class EvaluatorStage(CaseLifecycle):
         now, idle = self.clock(), self._idle_now()
         n_spans = 0
         buf, tracker = self.buffer, self.tracker
-        keep = self._keep if self.o.early_discard else None
+        keep = self._early.keep if self.o.early_discard else None
         for rec in records:
             off = rec.offset
             tracker.begin(key, off)
@@ -149,7 +155,7 @@ class EvaluatorStage(CaseLifecycle):
                     self._dropped(rec, batch)
                     src = (tp.topic, tp.partition, off)
                     for lg in batch.logs:
-                        if keep is not None and self._discard_log(lg.trace_id):
+                        if keep is not None and self._early.discard_log(lg.trace_id):
                             continue
                         if buf.add_log(lg, src, now, idle) == "new":
                             tracker.acquire(key, off)
@@ -191,43 +197,6 @@ class EvaluatorStage(CaseLifecycle):
             r = batch.rejected[0]
             n = len(batch.rejected)
             log.warning("%s/%d@%d: %d span(s) dropped, first: %s", *_at(rec), n, r.detail)
-
-    def _keep(
-        self, trace_id: bytes, service: str, name: str, marks: dict[str, Any], error: bool
-    ) -> bool:
-        """Decode-time filter: buffer a span unless its trace can never be sampled."""
-        if self.buffer.has_trace(trace_id) or self.sampler.could_sample_span(
-            trace_id, service, name, marks, error
-        ):
-            return True
-        self._discard(trace_id)
-        return False
-
-    def _discard_log(self, trace_id: bytes) -> bool:
-        """Whether a GenAI log record can be dropped at decode time. Log records carry no
-        conversation id, so with conversation sampling they are always kept (their trace's spans
-        decide); otherwise the trace-id test of the spans applies."""
-        sm = self.sampler
-        if self.buffer.has_trace(trace_id) or sm.settings.by_conversation or sm.has_always_rules:
-            return False
-        if sm.could_sample_span(trace_id, "", "", {}, False):
-            return False
-        self._discard(trace_id)
-        return True
-
-    def _discard(self, trace_id: bytes) -> None:
-        """Count a trace dropped at decode time once (bounded memory: the id set is reset when
-        full, so a very long trace may be counted twice)."""
-        seen = self._discarded
-        if trace_id in seen:
-            return
-        if len(seen) >= self._discard_memory:
-            seen.clear()
-        seen[trace_id] = None
-        self.stats.not_sampled += 1
-        self.stats.discarded_traces += 1
-        if self.metrics is not None:
-            self.metrics.trace_not_sampled()
 
     def _poison(
         self, rec: ConsumerRecord[Any, Any], key: tuple[str, int], p: PoisonMessage
