@@ -186,7 +186,9 @@ def _stats(preds: Sequence[tuple[dict[str, Any], bool, bool]]) -> BinaryStats:
 
 
 def table(rows: list[Row]) -> str:
-    out = [f"{'set':<3} {'task':<10} {'subset':<30} {'n':>4} {'accuracy':>8} {'95% CI':>13} {'kappa':>6}"]
+    out = [
+        f"{'set':<3} {'task':<10} {'subset':<30} {'n':>4} {'accuracy':>8} {'95% CI':>13} {'kappa':>6}"
+    ]
     for r in rows:
         kappa = "-" if r.subset.startswith("kind=") else f"{r.stats.kappa:.3f}"
         lo, hi = r.ci
@@ -259,8 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     thr = CALIBRATED
     if args.calibrate:
         thr = calibrate_on(prep)
-        print(f"fitted on the calibration halves:\n  relevance={thr.relevance}\n  grounding={thr.grounding}")
-        print("equals the shipped models" if thr == CALIBRATED else "DIFFERS from the shipped models")
+        print(
+            f"fitted on the calibration halves:\n  relevance={thr.relevance}\n  grounding={thr.grounding}"
+        )
+        print(
+            "equals the shipped models" if thr == CALIBRATED else "DIFFERS from the shipped models"
+        )
         if args.write and thr != CALIBRATED:
             write_calibrated(thr)
             print(f"written to {DECIDE}: bump CALIBRATION_VERSION and re-measure the docs' tables")

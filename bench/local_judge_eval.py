@@ -120,11 +120,16 @@ class TaskReport:
     errors: list[dict[str, Any]]
 
 
-def report(task: str, split: str, rows: Sequence[dict[str, Any]], pred: Sequence[bool]) -> TaskReport:
+def report(
+    task: str, split: str, rows: Sequence[dict[str, Any]], pred: Sequence[bool]
+) -> TaskReport:
     """Scores of predictions ``pred`` (True = positive label) for ``rows``."""
     gold = [r["label"] == POSITIVE[task] for r in rows]
     tp = sum(p and g for p, g in zip(pred, gold, strict=True))
-    groups: dict[str, dict[str, list[int]]] = {"kind": defaultdict(list), "label": defaultdict(list)}
+    groups: dict[str, dict[str, list[int]]] = {
+        "kind": defaultdict(list),
+        "label": defaultdict(list),
+    }
     for i, r in enumerate(rows):
         groups["kind"][r["kind"]].append(i)
         groups["label"][r["label"]].append(i)
@@ -240,8 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{r.task} {e['kind']:<26} gold={e['label']:<11} {e['claim']}")
     if args.json:
         args.json.write_text(
-            json.dumps({"judge": meta, "seconds": elapsed, "reports": [asdict(r) for r in reports]},
-                       indent=1),
+            json.dumps(
+                {"judge": meta, "seconds": elapsed, "reports": [asdict(r) for r in reports]},
+                indent=1,
+            ),
             "utf-8",
         )
     return 0

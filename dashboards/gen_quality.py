@@ -29,16 +29,24 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
     by = "service, span_name"
     legend = "{{service}} / {{span_name}}"
     sel = f'metric="{metric}", {FILTER}'
-    mean_fast = (f"sum by ({by}) (rate({mn.SCORE}_sum{{{sel}}}[$__rate_interval]))"
-                 f" / sum by ({by}) (rate({mn.SCORE}_count{{{sel}}}[$__rate_interval]) > 0)")
-    mean_1h = (f"sum by ({by}) (nexagauge:score_sum:increase1h{{{sel}}})"
-               f" / (sum by ({by}) (nexagauge:score_count:increase1h{{{sel}}}) > 0)")
-    mean_7d = (f"sum by ({by}) (nexagauge:score_sum:increase7d{{{sel}}})"
-               f" / (sum by ({by}) (nexagauge:score_count:increase7d{{{sel}}}) > 0)")
+    mean_fast = (
+        f"sum by ({by}) (rate({mn.SCORE}_sum{{{sel}}}[$__rate_interval]))"
+        f" / sum by ({by}) (rate({mn.SCORE}_count{{{sel}}}[$__rate_interval]) > 0)"
+    )
+    mean_1h = (
+        f"sum by ({by}) (nexagauge:score_sum:increase1h{{{sel}}})"
+        f" / (sum by ({by}) (nexagauge:score_count:increase1h{{{sel}}}) > 0)"
+    )
+    mean_7d = (
+        f"sum by ({by}) (nexagauge:score_sum:increase7d{{{sel}}})"
+        f" / (sum by ({by}) (nexagauge:score_count:increase7d{{{sel}}}) > 0)"
+    )
     min_n = GROUNDING_FLOOR_MIN_SAMPLES if metric == GROUNDING else PSI_MIN_SAMPLES_1H
     count_1h = f"sum by ({by}) (nexagauge:score_count:increase1h{{{sel}}})"
-    rejected = (f'sum by ({by}) (nexagauge:claims:increase{{w}}{{{sel}, verdict="REJECTED"}})'
-                f" / (sum by ({by}) (nexagauge:claims:increase{{w}}{{{sel}}}) > 0)")
+    rejected = (
+        f'sum by ({by}) (nexagauge:claims:increase{{w}}{{{sel}, verdict="REJECTED"}})'
+        f" / (sum by ({by}) (nexagauge:claims:increase{{w}}{{{sel}}}) > 0)"
+    )
     unit01 = {"unit": "percentunit", "min": 0.0, "max": 1.0}
     return [
         row(f"{what}: level against the trailing 7-day baseline"),
@@ -46,38 +54,51 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
             f"Mean {what.lower()} (1 h) vs 7-day baseline",
             "timeseries",
             [
-                target(f"{mean_1h} and on({by}) {count_1h} >= {min_n}",
-                       f"{legend} last 1 h"),
+                target(f"{mean_1h} and on({by}) {count_1h} >= {min_n}", f"{legend} last 1 h"),
                 target(mean_7d, f"{legend} 7-day baseline"),
             ],
-            w=16, h=9,
-            description=(f"Mean {metric} over a sliding hour, drawn only where the hour holds at "
-                         f"least {min_n} evaluations (fewer samples are noise, not drift), "
-                         "against the mean of the trailing 7 days (dashed)."),
-            overrides=[{
-                "matcher": {"id": "byRegexp", "options": ".*7-day baseline"},
-                "properties": [{"id": "custom.lineStyle",
-                                "value": {"fill": "dash", "dash": [10, 10]}}],
-            }],
+            w=16,
+            h=9,
+            description=(
+                f"Mean {metric} over a sliding hour, drawn only where the hour holds at "
+                f"least {min_n} evaluations (fewer samples are noise, not drift), "
+                "against the mean of the trailing 7 days (dashed)."
+            ),
+            overrides=[
+                {
+                    "matcher": {"id": "byRegexp", "options": ".*7-day baseline"},
+                    "properties": [
+                        {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}
+                    ],
+                }
+            ],
             **unit01,  # type: ignore[arg-type]
         ),
         Panel(
             "Evaluations in the last hour",
             "stat",
             [target(count_1h, legend, instant=True)],
-            w=8, h=9,
-            description=(f"Sample count behind the 1 h mean. Red below {min_n}: a change on "
-                         "this few evaluations is not evidence of drift (alerts ignore it)."),
+            w=8,
+            h=9,
+            description=(
+                f"Sample count behind the 1 h mean. Red below {min_n}: a change on "
+                "this few evaluations is not evidence of drift (alerts ignore it)."
+            ),
             unit="short",
             thresholds=[(None, "red"), (float(min_n), "green")],
-            options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                     "colorMode": "background", "graphMode": "none", "textMode": "auto"},
+            options={
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                "colorMode": "background",
+                "graphMode": "none",
+                "textMode": "auto",
+            },
         ),
         Panel(
             f"Mean {what.lower()} per scrape interval",
             "timeseries",
             [target(mean_fast, legend)],
-            w=12, h=8,
+            w=12,
+            h=8,
             description="Unsmoothed mean of the evaluations finished in each interval; "
             "read it together with the sample counts next to it.",
             **unit01,  # type: ignore[arg-type]
@@ -85,9 +106,13 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
         Panel(
             "Evaluations per interval",
             "timeseries",
-            [target(f"sum by ({by}) (increase({mn.SCORE}_count{{{sel}}}[$__rate_interval]))",
-                    legend)],
-            w=12, h=8,
+            [
+                target(
+                    f"sum by ({by}) (increase({mn.SCORE}_count{{{sel}}}[$__rate_interval]))", legend
+                )
+            ],
+            w=12,
+            h=8,
             description="How many scores each point of the mean above stands on.",
             unit="short",
             custom={"drawStyle": "bars", "fillOpacity": 60},
@@ -96,75 +121,117 @@ def quality_panels(metric: str, what: str) -> list[Panel | dict[str, Any]]:
         Panel(
             f"{what} score distribution",
             "heatmap",
-            [target(f"sum by (le) (increase({mn.SCORE}_bucket{{{sel}}}[$__rate_interval]))",
-                    "{{le}}", fmt="heatmap", exemplar=True)],
-            w=12, h=9,
+            [
+                target(
+                    f"sum by (le) (increase({mn.SCORE}_bucket{{{sel}}}[$__rate_interval]))",
+                    "{{le}}",
+                    fmt="heatmap",
+                    exemplar=True,
+                )
+            ],
+            w=12,
+            h=9,
             description="Evaluations per score bucket over time (histogram buckets of "
             f"{mn.SCORE}).",
-            options={"calculate": False, "yAxis": {"unit": "short", "decimals": 1},
-                     "cellGap": 1, "color": {"mode": "scheme", "scheme": "Oranges",
-                                             "exponent": 0.5, "steps": 64},
-                     "tooltip": {"show": True, "yHistogram": True},
-                     "exemplars": {"color": "rgba(255,0,255,0.7)"},
-                     "rowsFrame": {"layout": "le"}},
+            options={
+                "calculate": False,
+                "yAxis": {"unit": "short", "decimals": 1},
+                "cellGap": 1,
+                "color": {"mode": "scheme", "scheme": "Oranges", "exponent": 0.5, "steps": 64},
+                "tooltip": {"show": True, "yHistogram": True},
+                "exemplars": {"color": "rgba(255,0,255,0.7)"},
+                "rowsFrame": {"layout": "le"},
+            },
         ),
         Panel(
             "Population Stability Index (1 h vs 7 d)",
             "timeseries",
-            [target(f'max by ({by}, model) (nexagauge:score_psi:1h_vs_7d{{{sel}}})'
+            [
+                target(
+                    f"max by ({by}, model) (nexagauge:score_psi:1h_vs_7d{{{sel}}})"
                     f" and on({by}, model) nexagauge:score_count:increase1h{{{sel}}}"
                     f" >= {PSI_MIN_SAMPLES_1H}",
-                    "{{service}} / {{span_name}} / {{model}}")],
-            w=12, h=9,
-            description=("PSI = sum over score bins of (p - q) * ln(p / q), p = share of the "
-                         "last hour, q = share of the trailing 7 days (epsilon "
-                         f"{PSI_EPSILON}). Below {PSI_WARN}: stable; {PSI_WARN}-{PSI_ALERT}: "
-                         f"moderate shift; above {PSI_ALERT}: significant. Shown where the hour "
-                         f"holds at least {PSI_MIN_SAMPLES_1H} evaluations."),
-            unit="none", min=0.0,
+                    "{{service}} / {{span_name}} / {{model}}",
+                )
+            ],
+            w=12,
+            h=9,
+            description=(
+                "PSI = sum over score bins of (p - q) * ln(p / q), p = share of the "
+                "last hour, q = share of the trailing 7 days (epsilon "
+                f"{PSI_EPSILON}). Below {PSI_WARN}: stable; {PSI_WARN}-{PSI_ALERT}: "
+                f"moderate shift; above {PSI_ALERT}: significant. Shown where the hour "
+                f"holds at least {PSI_MIN_SAMPLES_1H} evaluations."
+            ),
+            unit="none",
+            min=0.0,
             thresholds=[(None, "green"), (PSI_WARN, "yellow"), (PSI_ALERT, "red")],
         ),
         Panel(
             "Score distribution: last hour vs 7-day baseline",
             "barchart",
             [
-                target(f"sum by (bin) (nexagauge:score_bin_share:1h{{{sel}}}"
-                       f" * on({SCORE_LABELS}) group_left nexagauge:score_count:increase1h"
-                       f"{{{sel}}}) / scalar(sum(nexagauge:score_count:increase1h{{{sel}}}))",
-                       "last 1 h", instant=True, fmt="table"),
-                target(f"sum by (bin) (nexagauge:score_bin_share:7d{{{sel}}}"
-                       f" * on({SCORE_LABELS}) group_left nexagauge:score_count:increase7d"
-                       f"{{{sel}}}) / scalar(sum(nexagauge:score_count:increase7d{{{sel}}}))",
-                       "7-day baseline", instant=True, fmt="table"),
+                target(
+                    f"sum by (bin) (nexagauge:score_bin_share:1h{{{sel}}}"
+                    f" * on({SCORE_LABELS}) group_left nexagauge:score_count:increase1h"
+                    f"{{{sel}}}) / scalar(sum(nexagauge:score_count:increase1h{{{sel}}}))",
+                    "last 1 h",
+                    instant=True,
+                    fmt="table",
+                ),
+                target(
+                    f"sum by (bin) (nexagauge:score_bin_share:7d{{{sel}}}"
+                    f" * on({SCORE_LABELS}) group_left nexagauge:score_count:increase7d"
+                    f"{{{sel}}}) / scalar(sum(nexagauge:score_count:increase7d{{{sel}}}))",
+                    "7-day baseline",
+                    instant=True,
+                    fmt="table",
+                ),
             ],
-            w=12, h=9,
+            w=12,
+            h=9,
             description="Share of evaluations per score bin across the selection: the two "
             "distributions the PSI compares.",
             unit="percentunit",
-            options={"xField": "bin", "orientation": "vertical", "groupWidth": 0.7,
-                     "barWidth": 0.9, "showValue": "never", "legend": {"showLegend": True}},
+            options={
+                "xField": "bin",
+                "orientation": "vertical",
+                "groupWidth": 0.7,
+                "barWidth": 0.9,
+                "showValue": "never",
+                "legend": {"showLegend": True},
+            },
             # one frame per query (bin, value) -> one table with a column per window
             transformations=[
                 {"id": "joinByField", "options": {"byField": "bin", "mode": "outer"}},
-                {"id": "organize", "options": {
-                    "excludeByName": {"Time": True, "Time 1": True, "Time 2": True},
-                    "renameByName": {"Value #A": "last 1 h", "Value #B": "7-day baseline"},
-                }},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True, "Time 1": True, "Time 2": True},
+                        "renameByName": {"Value #A": "last 1 h", "Value #B": "7-day baseline"},
+                    },
+                },
             ],
         ),
         Panel(
             "Share of rejected claims (1 h vs 7 d)",
             "timeseries",
-            [target(rejected.replace("{w}", "1h"), f"{legend} last 1 h"),
-             target(rejected.replace("{w}", "7d"), f"{legend} 7-day baseline")],
-            w=12, h=9,
+            [
+                target(rejected.replace("{w}", "1h"), f"{legend} last 1 h"),
+                target(rejected.replace("{w}", "7d"), f"{legend} 7-day baseline"),
+            ],
+            w=12,
+            h=9,
             description=f"Claims the {metric} judge REJECTED, as a share of all judged claims "
             f"({mn.CLAIMS}).",
-            overrides=[{
-                "matcher": {"id": "byRegexp", "options": ".*7-day baseline"},
-                "properties": [{"id": "custom.lineStyle",
-                                "value": {"fill": "dash", "dash": [10, 10]}}],
-            }],
+            overrides=[
+                {
+                    "matcher": {"id": "byRegexp", "options": ".*7-day baseline"},
+                    "properties": [
+                        {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}
+                    ],
+                }
+            ],
             **unit01,  # type: ignore[arg-type]
         ),
     ]
@@ -188,29 +255,43 @@ def grounding_dashboard() -> dict[str, Any]:
         Panel(
             "Grounding alerts",
             "state-timeline",
-            [target('sum by (alertname, alertstate, service, span_name) '
+            [
+                target(
+                    "sum by (alertname, alertstate, service, span_name) "
                     '(ALERTS{alertname=~"NexagaugeGrounding.*", '
                     'service=~"$service", span_name=~"$route"})',
-                    "{{alertname}} {{service}} / {{span_name}} ({{alertstate}})")],
-            w=24, h=5,
+                    "{{alertname}} {{service}} / {{span_name}} ({{alertstate}})",
+                )
+            ],
+            w=24,
+            h=5,
             description="Pending and firing grounding alerts (rules in "
             "dashboards/prometheus/rules/scores.yml; runbooks in docs/runbooks.md).",
             thresholds=[(None, "yellow"), (1.0, "red")],
             options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
         ),
     ]
-    panels.append(Panel(
-        f"Routes below the grounding floor ({GROUNDING_FLOOR})",
-        "table",
-        [target(f'nexagauge_route:score_mean:1h{{metric="{GROUNDING}", '
-                f'service=~"$service", span_name=~"$route"}} < {GROUNDING_FLOOR}',
-                "", instant=True, fmt="table")],
-        w=24, h=6,
-        description="Routes whose last-hour mean grounding is under the alert floor, "
-        "whatever their sample count (the alert also needs "
-        f"{GROUNDING_FLOOR_MIN_SAMPLES} evaluations).",
-        unit="percentunit",
-    ))
+    panels.append(
+        Panel(
+            f"Routes below the grounding floor ({GROUNDING_FLOOR})",
+            "table",
+            [
+                target(
+                    f'nexagauge_route:score_mean:1h{{metric="{GROUNDING}", '
+                    f'service=~"$service", span_name=~"$route"}} < {GROUNDING_FLOOR}',
+                    "",
+                    instant=True,
+                    fmt="table",
+                )
+            ],
+            w=24,
+            h=6,
+            description="Routes whose last-hour mean grounding is under the alert floor, "
+            "whatever their sample count (the alert also needs "
+            f"{GROUNDING_FLOOR_MIN_SAMPLES} evaluations).",
+            unit="percentunit",
+        )
+    )
     return dashboard(
         "nexagauge-grounding",
         "nexa-gauge / Grounding",

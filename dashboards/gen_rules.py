@@ -75,26 +75,32 @@ def recording_rules() -> list[dict[str, Any]]:
         r.append(rule)
 
     # 1 h windows from the raw series
-    rec("nexagauge:score_count:increase1h",
-        f"sum by ({SCORE_LABELS}) (increase({score}_count[1h]))")
-    rec("nexagauge:score_sum:increase1h",
-        f"sum by ({SCORE_LABELS}) (increase({score}_sum[1h]))")
-    rec("nexagauge:score_bucket:increase1h",
-        f"sum by ({SCORE_LABELS}, le) (increase({score}_bucket[1h]))")
-    rec("nexagauge:claims:increase1h",
-        f"sum by ({SCORE_LABELS}, verdict) (increase({claims}[1h]))")
+    rec(
+        "nexagauge:score_count:increase1h", f"sum by ({SCORE_LABELS}) (increase({score}_count[1h]))"
+    )
+    rec("nexagauge:score_sum:increase1h", f"sum by ({SCORE_LABELS}) (increase({score}_sum[1h]))")
+    rec(
+        "nexagauge:score_bucket:increase1h",
+        f"sum by ({SCORE_LABELS}, le) (increase({score}_bucket[1h]))",
+    )
+    rec("nexagauge:claims:increase1h", f"sum by ({SCORE_LABELS}, verdict) (increase({claims}[1h]))")
     # trailing 7 d windows from the recorded 1 h series (see docstring)
     for base in ("score_count", "score_sum", "score_bucket", "claims"):
         src = f"nexagauge:{base}:increase1h"
-        rec(f"nexagauge:{base}:increase7d",
-            f"sum_over_time({src}[7d]) / count_over_time({src}[1h])")
+        rec(
+            f"nexagauge:{base}:increase7d", f"sum_over_time({src}[7d]) / count_over_time({src}[1h])"
+        )
     # per-route aggregates (models summed): what the alerts look at
     for win in ("1h", "7d"):
-        rec(f"nexagauge_route:score_count:increase{win}",
-            f"sum by ({ROUTE_LABELS}) (nexagauge:score_count:increase{win})")
-        rec(f"nexagauge_route:score_mean:{win}",
+        rec(
+            f"nexagauge_route:score_count:increase{win}",
+            f"sum by ({ROUTE_LABELS}) (nexagauge:score_count:increase{win})",
+        )
+        rec(
+            f"nexagauge_route:score_mean:{win}",
             f"sum by ({ROUTE_LABELS}) (nexagauge:score_sum:increase{win})"
-            f" / (nexagauge_route:score_count:increase{win} > 0)")
+            f" / (nexagauge_route:score_count:increase{win} > 0)",
+        )
     # per-bin shares of the score distribution (non-cumulative), one rule per bin and window
     for win in ("1h", "7d"):
         bucket = f"nexagauge:score_bucket:increase{win}"
@@ -103,13 +109,18 @@ def recording_rules() -> list[dict[str, Any]]:
             num = f'{bucket}{{le="{upper}"}}'
             if lower is not None:
                 num = f'({num} - ignoring(le) {bucket}{{le="{lower}"}})'
-            rec(f"nexagauge:score_bin_share:{win}",
-                f"{num} / ignoring(le) ({count} > 0)", {"bin": label})
+            rec(
+                f"nexagauge:score_bin_share:{win}",
+                f"{num} / ignoring(le) ({count} > 0)",
+                {"bin": label},
+            )
     # Population Stability Index of the last hour against the trailing 7 days
     cur, base = "nexagauge:score_bin_share:1h", "nexagauge:score_bin_share:7d"
-    rec("nexagauge:score_psi:1h_vs_7d",
+    rec(
+        "nexagauge:score_psi:1h_vs_7d",
         f"sum by ({SCORE_LABELS}) (({cur} - {base})"
-        f" * ln(({cur} + {PSI_EPSILON}) / ({base} + {PSI_EPSILON})))")
+        f" * ln(({cur} + {PSI_EPSILON}) / ({base} + {PSI_EPSILON})))",
+    )
     return r
 
 
@@ -162,7 +173,7 @@ def alerts() -> list[Alert]:
             severity="critical",
             summary="Grounding of {{ $labels.service }} / {{ $labels.span_name }} is below "
             f"{GROUNDING_FLOOR}",
-            description="Mean grounding over the last hour is {{ $value | printf \"%.2f\" }} "
+            description='Mean grounding over the last hour is {{ $value | printf "%.2f" }} '
             f"(floor {GROUNDING_FLOOR}, at least {GROUNDING_FLOOR_MIN_SAMPLES} evaluations): "
             "answers are making claims their retrieved context does not support.",
             anchor="grounding-below-floor",
@@ -183,7 +194,7 @@ def alerts() -> list[Alert]:
             severity="warning",
             summary="Grounding of {{ $labels.service }} / {{ $labels.span_name }} dropped "
             "below its 7-day baseline",
-            description="The last hour's mean grounding is {{ $value | printf \"%.2f\" }} below "
+            description='The last hour\'s mean grounding is {{ $value | printf "%.2f" }} below '
             f"the trailing 7-day mean (threshold {GROUNDING_DROP}; at least "
             f"{DROP_MIN_SAMPLES_1H} evaluations in the hour and {DROP_MIN_SAMPLES_7D} in the "
             "baseline).",
@@ -205,7 +216,7 @@ def alerts() -> list[Alert]:
             summary="Relevance scores of {{ $labels.service }} / {{ $labels.span_name }} "
             "({{ $labels.model }}) drifted",
             description="PSI of the last hour's answer-relevancy distribution against the "
-            "trailing 7 days is {{ $value | printf \"%.2f\" }} (alert above "
+            'trailing 7 days is {{ $value | printf "%.2f" }} (alert above '
             f"{PSI_ALERT}; at least {PSI_MIN_SAMPLES_1H} evaluations in the hour and "
             f"{PSI_MIN_SAMPLES_7D} in the baseline).",
             anchor="relevance-drift",
@@ -221,7 +232,7 @@ def alerts() -> list[Alert]:
             for_="15m",
             severity="critical",
             summary="Evaluator falls behind on topic {{ $labels.topic }}",
-            description="Consumer lag on {{ $labels.topic }} is {{ $value | printf \"%.0f\" }} "
+            description='Consumer lag on {{ $labels.topic }} is {{ $value | printf "%.0f" }} '
             f"messages (> {LAG_MAX}) and still growing.",
             anchor="evaluator-stalled",
             dashboard="nexagauge-evaluator-health",
@@ -237,7 +248,7 @@ def alerts() -> list[Alert]:
             severity="critical",
             summary="Evaluator samples traces but completes no evaluations",
             description=f"At least {STALL_MIN_SAMPLED} traces were sampled in the last 15 "
-            "minutes ({{ $value | printf \"%.0f\" }}) and not one evaluation finished.",
+            'minutes ({{ $value | printf "%.0f" }}) and not one evaluation finished.',
             anchor="evaluator-stalled",
             dashboard="nexagauge-evaluator-health",
             labels={"stall": "no_evaluations"},
@@ -323,4 +334,3 @@ def evaluator_rules() -> dict[str, Any]:
     """``rules/evaluator.yml``: alerts on the evaluator's own health (raw series only)."""
     rules = [a.rule() for a in alerts() if not a.on_scores]
     return {"groups": [{"name": "nexagauge_evaluator", "rules": rules}]}
-

@@ -371,7 +371,9 @@ class OpenAIEmbedder(_BaseEmbedder):
 
     async def _compute(self, texts: list[str]) -> np.ndarray:
         bs = self.settings.batch_size
-        parts = await asyncio.gather(*(self._one(texts[i : i + bs]) for i in range(0, len(texts), bs)))
+        parts = await asyncio.gather(
+            *(self._one(texts[i : i + bs]) for i in range(0, len(texts), bs))
+        )
         return np.concatenate(parts, axis=0)
 
     async def aclose(self) -> None:
@@ -387,8 +389,18 @@ _SERVICES_LOCK = threading.Lock()
 
 def _service_key(s: EmbeddingSettings) -> tuple[Any, ...]:
     key = s.api_key.get_secret_value() if s.api_key else None
-    return (s.provider, s.model, str(s.model_path), s.base_url, key, s.batch_size, s.device,
-            s.cache_size, s.timeout_s, s.max_retries)
+    return (
+        s.provider,
+        s.model,
+        str(s.model_path),
+        s.base_url,
+        key,
+        s.batch_size,
+        s.device,
+        s.cache_size,
+        s.timeout_s,
+        s.max_retries,
+    )
 
 
 def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
@@ -413,8 +425,12 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
             else:
                 import os
 
-                if not (settings.base_url or os.environ.get("OPENAI_BASE_URL")
-                        or settings.api_key or os.environ.get("OPENAI_API_KEY")):
+                if not (
+                    settings.base_url
+                    or os.environ.get("OPENAI_BASE_URL")
+                    or settings.api_key
+                    or os.environ.get("OPENAI_API_KEY")
+                ):
                     raise EmbeddingError(
                         "embeddings.provider = 'openai' needs embeddings.base_url "
                         "(NEXAGAUGE_EMBEDDINGS_BASE_URL) or OPENAI_BASE_URL / OPENAI_API_KEY"

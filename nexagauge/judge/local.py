@@ -139,7 +139,6 @@ def _is_claim_unit(text: str) -> bool:
     return not (t.endswith("!") and len(bare.split()) <= 3)
 
 
-
 def _uses_packaged_model(settings: Settings | None) -> bool:
     """Whether the settings leave the embeddings at the packaged default (the judge then uses
     its own calibrated model rather than the general embedding service)."""
@@ -250,7 +249,9 @@ class LocalJudge:
         return await asyncio.to_thread(fn, *args)
 
     # -- claims ----------------------------------------------------------------------------
-    async def extract_claims(self, chunks: Sequence[Chunk], *, node: str = "claims") -> ClaimExtraction:
+    async def extract_claims(
+        self, chunks: Sequence[Chunk], *, node: str = "claims"
+    ) -> ClaimExtraction:
         """Claims = the sentences of each chunk (list headers and questions dropped).
 
         Example:
@@ -260,7 +261,9 @@ class LocalJudge:
         for ch in chunks:
             units = sentences(ch.item.text)
             kept = [u for u in units if _is_claim_unit(u)]  # a lone question is no claim
-            out.extend(ExtractedClaim(text=u, source_chunk_index=ch.index, confidence=1.0) for u in kept)
+            out.extend(
+                ExtractedClaim(text=u, source_chunk_index=ch.index, confidence=1.0) for u in kept
+            )
         return ClaimExtraction(claims=out, cost=CostEstimate(), info=self._info())
 
     # -- relevance / grounding ---------------------------------------------------------------
@@ -290,7 +293,9 @@ class LocalJudge:
             elif task == "grounding":
                 verdicts = await self._grounding(texts, target, knobs)
             else:
-                return ClaimJudgement(error=f"local judge: unknown task {task!r}", info=self._info())
+                return ClaimJudgement(
+                    error=f"local judge: unknown task {task!r}", info=self._info()
+                )
         except Exception as e:  # the protocol never raises for judge-side failures
             return ClaimJudgement(
                 error=f"local judge failed: {type(e).__name__}: {e}", info=self._info()
@@ -324,7 +329,7 @@ class LocalJudge:
         joined = await self._with_previous(texts)
         vecs = await self.embedder.embed([*texts, *joined.values()])
         sims = (vecs[: len(texts)] @ q).astype(float)
-        ctx_vals = (vecs[len(texts):] @ q).astype(float) if joined else np.zeros(0)
+        ctx_vals = (vecs[len(texts) :] @ q).astype(float) if joined else np.zeros(0)
         ctx: list[float | None] = [None] * len(texts)
         for k, i in enumerate(joined):
             ctx[i] = float(ctx_vals[k])
@@ -423,9 +428,7 @@ def _relevance_reason(f: RelevanceFeatures, score: float) -> str:
     )
 
 
-def _grounding_reason(
-    f: GroundingFeatures, ok: bool, score: float, ctx: Sequence[str]
-) -> str:
+def _grounding_reason(f: GroundingFeatures, ok: bool, score: float, ctx: Sequence[str]) -> str:
     best = ctx[f.evidence[0]] if f.evidence else ""
     parts = [f"best context sentence (similarity {f.similarity:.3f}): {best!r}"]
     if ok:

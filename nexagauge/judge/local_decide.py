@@ -197,8 +197,9 @@ class GroundingFeatures:
             "overgeneral": float(self.overgeneral),
             # every content word and number of the claim is in the context, no check failed
             # (short answers such as "About six minutes." have little similarity to go on)
-            "fully_covered": float(self.coverage_all == 1.0 and not self.conflict
-                                   and not self.overgeneral),
+            "fully_covered": float(
+                self.coverage_all == 1.0 and not self.conflict and not self.overgeneral
+            ),
         }
 
     def as_dict(self) -> dict[str, Any]:

@@ -72,7 +72,7 @@ class E5Embedder(_BaseEmbedder):
             idx = [i for i, k in enumerate(keys) if k.startswith(prefix)]
             if not idx:
                 continue
-            texts = [keys[i][len(prefix):] or " " for i in idx]
+            texts = [keys[i][len(prefix) :] or " " for i in idx]
             bs = max(1, self.settings.batch_size)
             with self._lock:
                 for a in range(0, len(texts), bs):

@@ -151,7 +151,9 @@ async def question_generation_relevancy(
     cost = reply.cost
     if reply.error is not None or reply.value is None:
         err = reply.error or "judge returned no value"
-        return MetricResult.failed(METRIC, CATEGORY, f"question generation failed: {err}", **info), cost
+        return MetricResult.failed(
+            METRIC, CATEGORY, f"question generation failed: {err}", **info
+        ), cost
     questions = list(reply.value.questions)
     if len(questions) != n:
         return (
@@ -161,7 +163,9 @@ async def question_generation_relevancy(
             cost,
         )
     if any(not q.question.strip() for q in questions):
-        return MetricResult.failed(METRIC, CATEGORY, "judge returned an empty question", **info), cost
+        return MetricResult.failed(
+            METRIC, CATEGORY, "judge returned an empty question", **info
+        ), cost
     name = getattr(embedder, "name", type(embedder).__name__)
     info["embeddings"] = name
     try:
@@ -216,7 +220,9 @@ def cache_key_parts(ctx: NodeContext) -> dict[str, Any]:
     }
 
 
-async def question_generation_relevance(ctx: NodeContext, *, node: str = "relevance") -> RelevanceMetrics:
+async def question_generation_relevance(
+    ctx: NodeContext, *, node: str = "relevance"
+) -> RelevanceMetrics:
     """The relevance node's output for ``method: question_generation``.
 
     Example:
@@ -249,7 +255,9 @@ def estimate(ctx: NodeContext, *, node: str = "relevance") -> list[CallEstimate]
     if skip_reason(ctx) is not None:
         return []
     knobs = ctx.case.relevance
-    msgs = load_prompt(PROMPT).render(_prompt_variables(ctx.case.output, knobs), untrusted=("output",))
+    msgs = load_prompt(PROMPT).render(
+        _prompt_variables(ctx.case.output, knobs), untrusted=("output",)
+    )
     prompt_tokens = sum(count_tokens(m["content"]) + 4 for m in msgs) + 3
     out = TOKENS_PER_QUESTION * knobs.strictness + (30 if knobs.include_reasoning else 8)
     return [CallEstimate(node, 1, prompt_tokens, out)]

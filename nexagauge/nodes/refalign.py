@@ -266,12 +266,23 @@ def metrics_of(a: Alignment, meta: dict[str, Any]) -> list[MetricResult]:
     }
     g = min(1.0, max(0.0, a.global_cosine))
     return [
-        MetricResult(name="refalign_precision", category=CATEGORY, score=_r(a.precision),
-                     result=prec_rows, meta=meta),
-        MetricResult(name="refalign_recall", category=CATEGORY, score=_r(a.recall),
-                     result=rec_rows, meta=meta),
-        MetricResult(name="refalign_f1", category=CATEGORY, score=_r(a.f1),
-                     result=[explanation], meta=meta),
+        MetricResult(
+            name="refalign_precision",
+            category=CATEGORY,
+            score=_r(a.precision),
+            result=prec_rows,
+            meta=meta,
+        ),
+        MetricResult(
+            name="refalign_recall",
+            category=CATEGORY,
+            score=_r(a.recall),
+            result=rec_rows,
+            meta=meta,
+        ),
+        MetricResult(
+            name="refalign_f1", category=CATEGORY, score=_r(a.f1), result=[explanation], meta=meta
+        ),
         MetricResult(
             name="refalign_similarity",
             category=CATEGORY,
@@ -374,7 +385,9 @@ class RefalignNode(Node):
             out_units, ref_units = await ctx.runtime.to_thread(sentence_units, ctx)
         if not out_units or not ref_units:
             side = "output" if not out_units else "reference"
-            return RefalignMetrics(metrics=_failed(f"the {side} has no text units", meta), cost=cost)
+            return RefalignMetrics(
+                metrics=_failed(f"the {side} has no text units", meta), cost=cost
+            )
         k = knobs.refine_top_k
         meta["refine_top_k"] = None if k is None else min(k, len(ref_units))
         meta["matching"] = _solver()[0]

@@ -82,8 +82,6 @@ class RefinerNode(Node):
         chunks = ctx.get("chunk", ChunkList)
         if chunks is None:
             output = ctx.case.output
-            chunks = await ctx.runtime.cpu(
-                len(output), chunk_output, output, run.chunk_max_tokens
-            )
+            chunks = await ctx.runtime.cpu(len(output), chunk_output, output, run.chunk_max_tokens)
         size = sum(len(c.item.text) for c in chunks.chunks)
         return await ctx.runtime.cpu(size, refine, chunks, run.refiner_similarity)

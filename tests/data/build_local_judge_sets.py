@@ -64,17 +64,45 @@ def build(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[
         for i, it in enumerate(group):
             base = {"item": it["id"], "domain": it["domain"], "split": split}
 
-            def r(claim: str, label: str, kind: str, clear: bool, it: dict[str, Any] = it,
-                  base: dict[str, Any] = base) -> None:
-                rel.append({"id": f"rel-{it['id']}-{len([p for p in rel if p['item'] == it['id']])}",
-                            **base, "question": it["question"], "claim": claim, "label": label,
-                            "kind": kind, "clear": clear})
+            def r(
+                claim: str,
+                label: str,
+                kind: str,
+                clear: bool,
+                it: dict[str, Any] = it,
+                base: dict[str, Any] = base,
+            ) -> None:
+                rel.append(
+                    {
+                        "id": f"rel-{it['id']}-{len([p for p in rel if p['item'] == it['id']])}",
+                        **base,
+                        "question": it["question"],
+                        "claim": claim,
+                        "label": label,
+                        "kind": kind,
+                        "clear": clear,
+                    }
+                )
 
-            def g(claim: str, label: str, kind: str, clear: bool, it: dict[str, Any] = it,
-                  base: dict[str, Any] = base) -> None:
-                grd.append({"id": f"grd-{it['id']}-{len([p for p in grd if p['item'] == it['id']])}",
-                            **base, "context": it["context"], "claim": claim, "label": label,
-                            "kind": kind, "clear": clear})
+            def g(
+                claim: str,
+                label: str,
+                kind: str,
+                clear: bool,
+                it: dict[str, Any] = it,
+                base: dict[str, Any] = base,
+            ) -> None:
+                grd.append(
+                    {
+                        "id": f"grd-{it['id']}-{len([p for p in grd if p['item'] == it['id']])}",
+                        **base,
+                        "context": it["context"],
+                        "claim": claim,
+                        "label": label,
+                        "kind": kind,
+                        "clear": clear,
+                    }
+                )
 
             for c in it["supported"]:
                 r(c, "on_topic", "answer", True)

@@ -70,9 +70,24 @@ def test_demo_runs_the_pipeline_reports_drift_and_stops_everything():
     env.pop("NEXAGAUGE_JUDGE_BASE_URL", None)
     env.pop("OPENAI_API_KEY", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nexagauge", "demo", "--duration", "24", "--rate", "6",
-         "--drift-share", "0.8", "--metrics-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "nexagauge",
+            "demo",
+            "--duration",
+            "24",
+            "--rate",
+            "6",
+            "--drift-share",
+            "0.8",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     lines: list[str] = []
     scraped = ""
@@ -87,7 +102,12 @@ def test_demo_runs_the_pipeline_reports_drift_and_stops_everything():
             m = re.search(r"scores on (http://\S+/metrics)", line)
             if m:
                 url = m.group(1)
-            if url and not scraped and "evaluated" in line and re.search(r"evaluated\s+[1-9]", line):
+            if (
+                url
+                and not scraped
+                and "evaluated" in line
+                and re.search(r"evaluated\s+[1-9]", line)
+            ):
                 with urllib.request.urlopen(url, timeout=5) as r:
                     scraped = r.read().decode()
             assert time.monotonic() < deadline, "demo did not finish in time:\n" + "".join(lines)
@@ -99,7 +119,7 @@ def test_demo_runs_the_pipeline_reports_drift_and_stops_everything():
     assert proc.returncode == 0, out
     assert "judge=local" in out
     # /metrics served live while the demo ran, with scores from the real evaluator
-    assert 'nexagauge_score_count{' in scraped, scraped[:2000]
+    assert "nexagauge_score_count{" in scraped, scraped[:2000]
     m = re.search(r"answer_relevancy\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)", out)
     g = re.search(r"grounding\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)", out)
     assert m and g, out

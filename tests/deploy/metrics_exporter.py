@@ -85,8 +85,10 @@ def tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
         trace_id = f"{rng.getrandbits(128):032x}"
         status = "ok" if rng.random() < 0.95 else "failed"
         if status == "ok":
-            for metric, mean in (("answer_relevancy", RELEVANCE_MEAN[route]),
-                                 ("grounding", GROUNDING_MEAN[route])):
+            for metric, mean in (
+                ("answer_relevancy", RELEVANCE_MEAN[route]),
+                ("grounding", GROUNDING_MEAN[route]),
+            ):
                 s = _score(rng, mean)
                 m.record_score(metric, labels, s, trace_id=trace_id)
                 n = rng.randint(3, 6)

@@ -69,12 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     for finished in exporter.get_finished_spans():
         assert finished.context is not None
         by_trace[finished.context.trace_id].append(finished)
-    messages = [(f"{tid:032x}".encode(), encode_spans(spans).SerializeToString())
-                for tid, spans in by_trace.items()]
+    messages = [
+        (f"{tid:032x}".encode(), encode_spans(spans).SerializeToString())
+        for tid, spans in by_trace.items()
+    ]
     messages += [(b"garbage-%d" % i, b"\x00\xffnot an OTLP request") for i in range(args.garbage)]
     asyncio.run(produce(args.bootstrap, args.topic, messages))
-    print(json.dumps({"traces": len(by_trace), "counts": app.counts,
-                      "messages": len(messages)}), flush=True)
+    print(
+        json.dumps({"traces": len(by_trace), "counts": app.counts, "messages": len(messages)}),
+        flush=True,
+    )
     return 0
 
 

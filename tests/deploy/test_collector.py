@@ -51,7 +51,8 @@ def test_kafka_exporters_match_the_evaluator_settings(cfg: dict[str, Any]) -> No
         assert "topic" not in e and "encoding" not in e
         size = e["producer"]["max_message_bytes"]
         assert 4 * 1024 * 1024 <= size <= k.max_message_bytes, (
-            "producer.max_message_bytes must fit LLM-sized batches and the evaluator's fetch size")
+            "producer.max_message_bytes must fit LLM-sized batches and the evaluator's fetch size"
+        )
         # aiokafka decodes gzip without optional packages
         assert e["producer"].get("compression", "none") in {"none", "gzip"}
 

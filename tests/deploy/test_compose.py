@@ -17,8 +17,16 @@ from support.prometheus import REPO, require_binary
 from nexagauge.settings import EmitSettings, KafkaSettings, Settings
 
 COMPOSE = REPO / "docker-compose.yml"
-SERVICES = {"kafka", "kafka-init", "collector", "evaluator", "demo-app", "prometheus", "grafana",
-            "jaeger"}
+SERVICES = {
+    "kafka",
+    "kafka-init",
+    "collector",
+    "evaluator",
+    "demo-app",
+    "prometheus",
+    "grafana",
+    "jaeger",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +72,19 @@ def test_images_are_pinned(svc: dict[str, dict[str, Any]]) -> None:
         image = s["image"]
         repo, _, tag = image.rpartition(":")
         assert repo and tag and tag != "latest" and re.search(r"\d+\.\d+", tag), (
-            f"{name}: image {image!r} is not pinned to a version")
+            f"{name}: image {image!r} is not pinned to a version"
+        )
     # the demo app runs from the evaluator's image (same Dockerfile, cached layers)
     assert svc["demo-app"]["build"] == svc["evaluator"]["build"]
     froms = re.findall(r"^FROM\s+(\S+)", (REPO / "Dockerfile").read_text(), re.M)
     assert froms and all(re.search(r":\d+\.\d+\.\d+", f) for f in froms), froms
-    expected = {"kafka": "apache/kafka", "collector": "otel/opentelemetry-collector-contrib",
-                "prometheus": "prom/prometheus", "grafana": "grafana/grafana",
-                "jaeger": "jaegertracing/all-in-one"}
+    expected = {
+        "kafka": "apache/kafka",
+        "collector": "otel/opentelemetry-collector-contrib",
+        "prometheus": "prom/prometheus",
+        "grafana": "grafana/grafana",
+        "jaeger": "jaegertracing/all-in-one",
+    }
     for name, repo in expected.items():
         assert svc[name]["image"].startswith(repo + ":"), name
 
@@ -94,7 +107,8 @@ def test_dockerfile_copies_existing_paths() -> None:
         *srcs, _dest = line.split()
         for src in srcs:
             assert (REPO / src).exists(), (
-                f"Dockerfile copies {src}, which does not exist (the image build would fail)")
+                f"Dockerfile copies {src}, which does not exist (the image build would fail)"
+            )
     assert re.search(r'ENTRYPOINT \["nexagauge"\]', text) and 'CMD ["serve"]' in text
     assert "torch==$TORCH_VERSION" in text and "download.pytorch.org/whl/cpu" in text
     ignored = (REPO / ".dockerignore").read_text().split()
@@ -122,20 +136,24 @@ def test_topics_agree_with_collector_and_settings(svc: dict[str, dict[str, Any]]
     deps = svc["collector"]["depends_on"]
     assert deps["kafka-init"]["condition"] == "service_completed_successfully"
     assert svc["evaluator"]["depends_on"]["kafka-init"]["condition"] == (
-        "service_completed_successfully")
+        "service_completed_successfully"
+    )
 
 
 def test_brokers_and_message_sizes_agree(svc: dict[str, dict[str, Any]]) -> None:
     kafka = _env(svc["kafka"])
-    internal = [a for a in kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")
-                if a.startswith("INTERNAL://")]
+    internal = [
+        a for a in kafka["KAFKA_ADVERTISED_LISTENERS"].split(",") if a.startswith("INTERNAL://")
+    ]
     assert internal == ["INTERNAL://kafka:9092"]
     assert _env(svc["collector"])["KAFKA_BROKERS"] == "kafka:9092"
     assert _env(svc["evaluator"])["NEXAGAUGE_KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
     assert _env(svc["kafka-init"])["BOOTSTRAP"] == "kafka:9092"
     collector = yaml.safe_load((REPO / "collector" / "config.yaml").read_text())
-    producer = max(collector["exporters"][e]["producer"]["max_message_bytes"]
-                   for e in ("kafka/traces", "kafka/logs"))
+    producer = max(
+        collector["exporters"][e]["producer"]["max_message_bytes"]
+        for e in ("kafka/traces", "kafka/logs")
+    )
     broker = int(kafka["KAFKA_MESSAGE_MAX_BYTES"])
     topic = int(_env(svc["kafka-init"])["MAX_MESSAGE_BYTES"])
     consumer = int(_env(svc["evaluator"])["NEXAGAUGE_KAFKA_MAX_MESSAGE_BYTES"])
@@ -150,20 +168,26 @@ def test_ports_agree(svc: dict[str, dict[str, Any]]) -> None:
     port = int(ev["NEXAGAUGE_EMIT_METRICS_PORT"])
     assert port == emit.metrics_port == 9464
     assert ev["NEXAGAUGE_EMIT_METRICS_HOST"] == "0.0.0.0", (
-        "127.0.0.1 is unreachable from Prometheus")
+        "127.0.0.1 is unreachable from Prometheus"
+    )
     assert _published(svc["evaluator"]) == {port: port}
     prom = yaml.safe_load((REPO / "dashboards" / "prometheus" / "prometheus.yml").read_text())
     (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "nexagauge-evaluator"]
     assert job["static_configs"][0]["targets"] == [f"evaluator:{port}"]
     assert prom["rule_files"] == ["/etc/prometheus/rules/*.yml"]
-    assert any(v.startswith("./dashboards/prometheus/rules:/etc/prometheus/rules")
-               for v in svc["prometheus"]["volumes"])
+    assert any(
+        v.startswith("./dashboards/prometheus/rules:/etc/prometheus/rules")
+        for v in svc["prometheus"]["volumes"]
+    )
     assert {4317, 4318} <= set(_published(svc["collector"]))
     assert _env(svc["demo-app"])["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4317"
     assert ev["NEXAGAUGE_EMIT_OTLP_ENDPOINT"] == "http://collector:4319"
     assert _env(svc["jaeger"])["COLLECTOR_OTLP_ENABLED"] == "true"
-    ds = yaml.safe_load((REPO / "dashboards" / "grafana" / "provisioning" / "datasources"
-                         / "datasources.yml").read_text())
+    ds = yaml.safe_load(
+        (
+            REPO / "dashboards" / "grafana" / "provisioning" / "datasources" / "datasources.yml"
+        ).read_text()
+    )
     urls = {d["type"]: d["url"] for d in ds["datasources"]}
     assert urls == {"prometheus": "http://prometheus:9090", "jaeger": "http://jaeger:16686"}
     retention = next(a for a in svc["prometheus"]["command"] if "retention.time" in a)
@@ -171,9 +195,9 @@ def test_ports_agree(svc: dict[str, dict[str, Any]]) -> None:
     assert days and int(days.group(1)) >= 8, "the baseline needs 7 days"
 
 
-def test_evaluator_environment_is_valid_settings(svc: dict[str, dict[str, Any]],
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: Path) -> None:
+def test_evaluator_environment_is_valid_settings(
+    svc: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for var in [v for v in os.environ if v.startswith(("NEXAGAUGE_", "OPENAI_"))]:
         monkeypatch.delenv(var)
     monkeypatch.chdir(tmp_path)  # no ./nexagauge.toml
@@ -201,6 +225,7 @@ def test_evaluator_environment_is_valid_settings(svc: dict[str, dict[str, Any]],
 
 def test_docker_compose_config_validates() -> None:
     exe = require_binary("docker-compose")
-    r = subprocess.run([exe, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True,
-                       cwd=REPO)
+    r = subprocess.run(
+        [exe, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, cwd=REPO
+    )
     assert r.returncode == 0, r.stdout + r.stderr

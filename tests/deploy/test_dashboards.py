@@ -86,8 +86,9 @@ def test_dashboard_structure(name: str) -> None:
     for p in d["panels"]:
         g = p["gridPos"]
         assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] >= 1, (name, p["title"])
-        area = {(x, y) for x in range(g["x"], g["x"] + g["w"])
-                for y in range(g["y"], g["y"] + g["h"])}
+        area = {
+            (x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])
+        }
         assert not (cells & area), f"{name}: panel {p['title']!r} overlaps another"
         cells |= area
     panels = _panels(d)
@@ -149,8 +150,10 @@ def test_rules_use_only_existing_series() -> None:
 
 
 def test_drift_dashboards_show_baseline_psi_counts_heatmap_and_rejections() -> None:
-    for name, metric in (("relevance-drift.json", "answer_relevancy"),
-                         ("grounding.json", "grounding")):
+    for name, metric in (
+        ("relevance-drift.json", "answer_relevancy"),
+        ("grounding.json", "grounding"),
+    ):
         d = _load(name)
         exprs = "\n".join(_exprs(d))
         types = {p["type"] for p in _panels(d)}
@@ -167,11 +170,24 @@ def test_drift_dashboards_show_baseline_psi_counts_heatmap_and_rejections() -> N
 
 def test_health_dashboard_covers_the_evaluator() -> None:
     exprs = "\n".join(_exprs(_load("evaluator-health.json")))
-    for series in (mn.SPANS_CONSUMED, mn.EVALUATIONS, mn.CONSUMER_LAG, mn.TRACES_SAMPLED,
-                   mn.TRACES_NOT_SAMPLED, mn.SKIPPED, mn.JUDGE_LATENCY, mn.JUDGE_TOKENS,
-                   mn.JUDGE_COST, mn.JUDGE_CALLS, mn.DLQ, mn.BUDGET_REMAINING,
-                   mn.LAST_EVALUATION, mn.EVALUATION_LATENCY, mn.EVALUATION_SPANS,
-                   mn.DUPLICATE_EVALUATIONS):
+    for series in (
+        mn.SPANS_CONSUMED,
+        mn.EVALUATIONS,
+        mn.CONSUMER_LAG,
+        mn.TRACES_SAMPLED,
+        mn.TRACES_NOT_SAMPLED,
+        mn.SKIPPED,
+        mn.JUDGE_LATENCY,
+        mn.JUDGE_TOKENS,
+        mn.JUDGE_COST,
+        mn.JUDGE_CALLS,
+        mn.DLQ,
+        mn.BUDGET_REMAINING,
+        mn.LAST_EVALUATION,
+        mn.EVALUATION_LATENCY,
+        mn.EVALUATION_SPANS,
+        mn.DUPLICATE_EVALUATIONS,
+    ):
         assert series in exprs, f"evaluator health: nothing shows {series}"
 
 

@@ -39,8 +39,12 @@ def _answer(attrs: dict[str, str]) -> str:
 
 
 def test_spans_answers_and_drift() -> None:
-    r = subprocess.run([sys.executable, "-c", _SCRIPT.format(repo=str(REPO))],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _SCRIPT.format(repo=str(REPO))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout.strip().splitlines()[-1])
     before, after = data["counts"]
@@ -67,9 +71,27 @@ def test_spans_answers_and_drift() -> None:
 def test_cli_exports_over_otlp() -> None:
     with OtlpReceiver(http=False) as rx:
         r = subprocess.run(
-            [sys.executable, str(APP), "--endpoint", rx.endpoint_grpc, "--protocol", "grpc",
-             "--duration", "1.5", "--rate", "10", "--drift-after", "0", "--drift-share", "0.5"],
-            capture_output=True, text=True, timeout=60, cwd=REPO)
+            [
+                sys.executable,
+                str(APP),
+                "--endpoint",
+                rx.endpoint_grpc,
+                "--protocol",
+                "grpc",
+                "--duration",
+                "1.5",
+                "--rate",
+                "10",
+                "--drift-after",
+                "0",
+                "--drift-share",
+                "0.5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         spans = rx.wait_for_spans(lambda s: s.name == "rag.answer", timeout=10)
         assert spans and spans[0].attributes["gen_ai.request.model"] == "demo-llm-1"

@@ -60,7 +60,8 @@ NO_DATA = {**EVENT_ONLY, **KNOWN_GAPS}
 
 def _nexagauge_cmd() -> list[str]:
     exe = shutil.which("nexagauge", path=str(Path(sys.executable).parent)) or shutil.which(
-        "nexagauge")
+        "nexagauge"
+    )
     if exe is None:
         pytest.fail("the `nexagauge` command is not installed (pip install -e .)")
     return [exe]
@@ -84,8 +85,10 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: floa
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"nexagauge serve exited ({proc.returncode}):\n"
-                                 f"{log.read_text(errors='replace')[-4000:]}")
+            raise AssertionError(
+                f"nexagauge serve exited ({proc.returncode}):\n"
+                f"{log.read_text(errors='replace')[-4000:]}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
                 if r.status == 200:
@@ -93,49 +96,92 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: floa
         except OSError:
             pass
         time.sleep(0.2)
-    raise AssertionError(f"{url} not ready after {timeout}s:\n"
-                         f"{log.read_text(errors='replace')[-4000:]}")
+    raise AssertionError(
+        f"{url} not ready after {timeout}s:\n{log.read_text(errors='replace')[-4000:]}"
+    )
 
 
 @pytest.fixture(scope="module")
-def stack(prometheus_bin: str,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def stack(
+    prometheus_bin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("evaluator")
     log = tmp / "serve.log"
-    with TansuBroker() as broker, OpenAIServer(handler=_flaky_judge()) as judge, \
-            OtlpReceiver(http=False) as rx:
-        asyncio.run(broker.create_topics({"otlp_spans": 2, "otlp_logs": 1, "nexagauge_dlq": 1,
-                                          "nexagauge_spans_by_trace": 2}))
+    with (
+        TansuBroker() as broker,
+        OpenAIServer(handler=_flaky_judge()) as judge,
+        OtlpReceiver(http=False) as rx,
+    ):
+        asyncio.run(
+            broker.create_topics(
+                {"otlp_spans": 2, "otlp_logs": 1, "nexagauge_dlq": 1, "nexagauge_spans_by_trace": 2}
+            )
+        )
         port = free_port()
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("NEXAGAUGE_", "OPENAI_", "OTEL_"))}
-        env.update({
-            "NEXAGAUGE_JUDGE_BASE_URL": judge.base_url,
-            "NEXAGAUGE_JUDGE_API_KEY": "test-key",
-            "NEXAGAUGE_JUDGE_MODEL": "gpt-4o-mini",
-            "NEXAGAUGE_JUDGE_MAX_RETRIES": "0",
-            "NEXAGAUGE_CACHE_ENABLED": "false",
-            "NEXAGAUGE_SAMPLING_BUDGET_USD_PER_DAY": "100",
-            "NEXAGAUGE_KAFKA_FETCH_MAX_WAIT_MS": "20",
-            "HF_HUB_OFFLINE": "1",
-        })
-        cmd = [*_nexagauge_cmd(), "serve", "--bootstrap-servers", broker.bootstrap,
-               "--traces-topic", "otlp_spans", "--no-rekey", "--no-logs",
-               "--only", "relevance,grounding", "--rate", "1.0", "--grace", "0.3",
-               "--metrics-host", "127.0.0.1", "--metrics-port", str(port),
-               "--otlp-endpoint", rx.endpoint_grpc]
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("NEXAGAUGE_", "OPENAI_", "OTEL_"))
+        }
+        env.update(
+            {
+                "NEXAGAUGE_JUDGE_BASE_URL": judge.base_url,
+                "NEXAGAUGE_JUDGE_API_KEY": "test-key",
+                "NEXAGAUGE_JUDGE_MODEL": "gpt-4o-mini",
+                "NEXAGAUGE_JUDGE_MAX_RETRIES": "0",
+                "NEXAGAUGE_CACHE_ENABLED": "false",
+                "NEXAGAUGE_SAMPLING_BUDGET_USD_PER_DAY": "100",
+                "NEXAGAUGE_KAFKA_FETCH_MAX_WAIT_MS": "20",
+                "HF_HUB_OFFLINE": "1",
+            }
+        )
+        cmd = [
+            *_nexagauge_cmd(),
+            "serve",
+            "--bootstrap-servers",
+            broker.bootstrap,
+            "--traces-topic",
+            "otlp_spans",
+            "--no-rekey",
+            "--no-logs",
+            "--only",
+            "relevance,grounding",
+            "--rate",
+            "1.0",
+            "--grace",
+            "0.3",
+            "--metrics-host",
+            "127.0.0.1",
+            "--metrics-port",
+            str(port),
+            "--otlp-endpoint",
+            rx.endpoint_grpc,
+        ]
         with log.open("wb") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=tmp)
         try:
             _wait_http(f"http://127.0.0.1:{port}/metrics", proc, log, timeout=60)
-            with PrometheusServer({JOB: [f"127.0.0.1:{port}"]}, rule_files=rule_files(),
-                                  binary=prometheus_bin,
-                                  features=("exemplar-storage",)) as prom:
+            with PrometheusServer(
+                {JOB: [f"127.0.0.1:{port}"]},
+                rule_files=rule_files(),
+                binary=prometheus_bin,
+                features=("exemplar-storage",),
+            ) as prom:
+
                 def produce(*extra: str) -> dict[str, Any]:
                     out = subprocess.run(
-                        [sys.executable, str(HERE / "produce_traces.py"), "--bootstrap",
-                         broker.bootstrap, *extra],
-                        capture_output=True, text=True, timeout=120, env=env)
+                        [
+                            sys.executable,
+                            str(HERE / "produce_traces.py"),
+                            "--bootstrap",
+                            broker.bootstrap,
+                            *extra,
+                        ],
+                        capture_output=True,
+                        text=True,
+                        timeout=120,
+                        env=env,
+                    )
                     assert out.returncode == 0, out.stdout + out.stderr
                     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -145,11 +191,11 @@ def stack(prometheus_bin: str,
                 prom.wait_for('nexagauge_score_count{metric="grounding"}', timeout=60)
                 prom.wait_for("nexagauge_traces_sampled_total", timeout=30)
                 time.sleep(2)
-                produced = produce("--n", str(N_QUESTIONS), "--drift-share", "0.8",
-                                   "--plain", "3")
+                produced = produce("--n", str(N_QUESTIONS), "--drift-share", "0.8", "--plain", "3")
                 # every guard satisfied: enough evaluations in the hour for route and model
-                prom.wait_for('sum(nexagauge:score_count:increase1h{metric="grounding"}) >= 50',
-                              timeout=120)
+                prom.wait_for(
+                    'sum(nexagauge:score_count:increase1h{metric="grounding"}) >= 50', timeout=120
+                )
                 prom.wait_for("nexagauge:score_psi:1h_vs_7d", timeout=30)
                 prom.wait_for("nexagauge_dlq_messages_total", timeout=30)
                 time.sleep(3)  # a few more scrapes and rule evaluations on the final counters
@@ -182,12 +228,16 @@ def _empty(stack: dict[str, Any], sources: list[PromQLSource]) -> set[str]:
 
 def test_the_evaluator_scored_the_traces(stack: dict[str, Any]) -> None:
     prom: PrometheusServer = stack["prom"]
-    counts = {r["metric"]["metric"]: float(r["value"][1]) for r in prom.query(
-        "sum by (metric) (nexagauge_score_count)")}
+    counts = {
+        r["metric"]["metric"]: float(r["value"][1])
+        for r in prom.query("sum by (metric) (nexagauge_score_count)")
+    }
     assert counts.get("grounding", 0) >= 50 and counts.get("answer_relevancy", 0) >= 50, counts
     # 80 % of the answers are off-topic or ungrounded: grounding is far below the clean answers'
-    mean = prom.query('sum(nexagauge_score_sum{metric="grounding"})'
-                      ' / sum(nexagauge_score_count{metric="grounding"})')
+    mean = prom.query(
+        'sum(nexagauge_score_sum{metric="grounding"})'
+        ' / sum(nexagauge_score_count{metric="grounding"})'
+    )
     assert float(mean[0]["value"][1]) < 0.8, mean
     spans = stack["rx"].spans
     assert spans, "no evaluation span reached the OTLP receiver"
@@ -235,4 +285,5 @@ def test_event_only_list_is_exact(stack: dict[str, Any]) -> None:
         matching = [s.origin for s in srcs if key in s.origin]
         assert matching, f"entry {key!r} matches no query"
         assert all(o in empty for o in matching), (
-            f"{key!r} ({reason}) returns data now: remove it from EVENT_ONLY / KNOWN_GAPS")
+            f"{key!r} ({reason}) returns data now: remove it from EVENT_ONLY / KNOWN_GAPS"
+        )

@@ -37,14 +37,22 @@ JOB = "nexagauge-evaluator"
 #: the concrete selection of the second pass (values the exporter produces)
 CONCRETE = {"service": "demo-rag", "route": "answer", "model": "gpt-4o-mini"}
 #: alerts the exporter's traffic triggers (pending within seconds; `for` keeps them from firing)
-TRIGGERED = {"NexagaugeGroundingBelowFloor", "NexagaugeJudgeErrorRate",
-             "NexagaugeBudgetExhausted", "NexagaugeEvaluatorStalled"}
+TRIGGERED = {
+    "NexagaugeGroundingBelowFloor",
+    "NexagaugeJudgeErrorRate",
+    "NexagaugeBudgetExhausted",
+    "NexagaugeEvaluatorStalled",
+}
 
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(EXPORTER), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(EXPORTER), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline().strip()
@@ -92,8 +100,9 @@ def test_scrape_is_healthy(prom: PrometheusServer) -> None:
 
 
 @pytest.mark.parametrize("values", [None, CONCRETE], ids=["all", "concrete"])
-def test_every_dashboard_query_returns_data(prom: PrometheusServer,
-                                            values: dict[str, str] | None) -> None:
+def test_every_dashboard_query_returns_data(
+    prom: PrometheusServer, values: dict[str, str] | None
+) -> None:
     sources = dashboard_expressions(values=values)
     assert len(sources) > 40
     empty = [f"{s.origin}: {s.expr}" for s in sources if not _run(prom, s)]
@@ -112,8 +121,7 @@ def test_every_rule_expression_parses_and_its_signals_return_data(prom: Promethe
 
 
 def test_triggered_alerts_return_data_in_full(prom: PrometheusServer) -> None:
-    fired = {s.origin.split()[2] for s in rule_expressions()
-             if s.kind == "alert" and _run(prom, s)}
+    fired = {s.origin.split()[2] for s in rule_expressions() if s.kind == "alert" and _run(prom, s)}
     assert fired >= TRIGGERED, f"alert conditions without data: {sorted(TRIGGERED - fired)}"
     active = {r["metric"]["alertname"] for r in prom.query("ALERTS")}
     assert active >= TRIGGERED, active
@@ -127,12 +135,12 @@ def test_recorded_values_are_consistent_with_raw_series(prom: PrometheusServer) 
     at, b = float(rec[0]["value"][0]), float(rec[0]["value"][1])
     # the raw expression at the time of the last rule evaluation (a sample is visible for 5 m)
     ts = prom.query('max(timestamp(nexagauge:score_count:increase1h{metric="grounding"}))', at)
-    raw = prom.query('sum(increase(nexagauge_score_count{metric="grounding"}[1h]))',
-                     float(ts[0]["value"][1]))
+    raw = prom.query(
+        'sum(increase(nexagauge_score_count{metric="grounding"}[1h]))', float(ts[0]["value"][1])
+    )
     a = float(raw[0]["value"][1])
     assert a > 20 and abs(a - b) / a < 0.01, (a, b)
-    shares = prom.query("sum by (metric, service, span_name, model) "
-                        "(nexagauge:score_bin_share:1h)")
+    shares = prom.query("sum by (metric, service, span_name, model) (nexagauge:score_bin_share:1h)")
     assert shares
     for s in shares:
         assert abs(float(s["value"][1]) - 1.0) < 1e-6, s

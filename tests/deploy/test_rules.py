@@ -47,8 +47,12 @@ def _anchors(markdown: str) -> set[str]:
 
 
 def test_generated_files_are_up_to_date() -> None:
-    r = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--check"],
-                       capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, str(REPO / "dashboards" / "generate.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 0, (
         "dashboards/ differ from what dashboards/generate.py writes; run "
         f"`python dashboards/generate.py` and commit:\n{r.stdout}{r.stderr}"
@@ -58,15 +62,20 @@ def test_generated_files_are_up_to_date() -> None:
 def test_promtool_check_rules(promtool: str) -> None:
     files = rule_files()
     assert {f.name for f in files} == {"scores.yml", "evaluator.yml"}
-    r = subprocess.run([promtool, "check", "rules", *map(str, files)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [promtool, "check", "rules", *map(str, files)], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_promtool_unit_tests_pass(promtool: str) -> None:
     assert RULE_TESTS, "no promtool test files in dashboards/prometheus/tests/"
-    r = subprocess.run([promtool, "test", "rules", *map(str, RULE_TESTS)],
-                       capture_output=True, text=True, cwd=RULE_TESTS[0].parent)
+    r = subprocess.run(
+        [promtool, "test", "rules", *map(str, RULE_TESTS)],
+        capture_output=True,
+        text=True,
+        cwd=RULE_TESTS[0].parent,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("SUCCESS") == len(RULE_TESTS), r.stdout
 
@@ -76,8 +85,7 @@ def test_promtool_unit_tests_can_fail(promtool: str, tmp_path: Path) -> None:
     src = RULE_TESTS[0]
     doc = yaml.safe_load(src.read_text())
     doc["rule_files"] = [str((src.parent / f).resolve()) for f in doc["rule_files"]]
-    firing = next(t for t in doc["tests"] for a in t.get("alert_rule_test", [])
-                  if a["exp_alerts"])
+    firing = next(t for t in doc["tests"] for a in t.get("alert_rule_test", []) if a["exp_alerts"])
     for a in firing["alert_rule_test"]:
         a["exp_alerts"] = [] if a["exp_alerts"] else a["exp_alerts"]
     doc["tests"] = [firing]
@@ -102,10 +110,17 @@ def test_every_alert_is_tested_firing_and_not_firing() -> None:
 def test_alerts_have_for_severity_runbook_and_sample_guard() -> None:
     anchors = _anchors(RUNBOOKS.read_text(encoding="utf-8"))
     dashboards = {p.stem for p in (REPO / "dashboards" / "grafana" / "dashboards").glob("*.json")}
-    expected = {"NexagaugeGroundingBelowFloor", "NexagaugeGroundingDropped",
-                "NexagaugeRelevanceDrift", "NexagaugeEvaluatorStalled", "NexagaugeEvaluatorDown",
-                "NexagaugeJudgeErrorRate", "NexagaugeBudgetExhausted",
-                "NexagaugeJudgeCircuitOpen", "NexagaugeBrokerUnreachable"}
+    expected = {
+        "NexagaugeGroundingBelowFloor",
+        "NexagaugeGroundingDropped",
+        "NexagaugeRelevanceDrift",
+        "NexagaugeEvaluatorStalled",
+        "NexagaugeEvaluatorDown",
+        "NexagaugeJudgeErrorRate",
+        "NexagaugeBudgetExhausted",
+        "NexagaugeJudgeCircuitOpen",
+        "NexagaugeBrokerUnreachable",
+    }
     alerts = _alerts()
     assert {a["alert"] for a in alerts} == expected
     for a in alerts:
@@ -116,7 +131,8 @@ def test_alerts_have_for_severity_runbook_and_sample_guard() -> None:
         assert {"summary", "description", "runbook_url", "dashboard"} <= set(ann), name
         path, _, anchor = ann["runbook_url"].partition("#")
         assert path == "docs/runbooks.md" and anchor in anchors, (
-            f"{name}: runbook anchor #{anchor} not a heading of docs/runbooks.md")
+            f"{name}: runbook anchor #{anchor} not a heading of docs/runbooks.md"
+        )
         uid = ann["dashboard"].removeprefix("/d/").removeprefix("nexagauge-")
         assert uid in dashboards, f"{name}: dashboard {ann['dashboard']} does not exist"
         parts = alert_parts(a["expr"])
@@ -124,7 +140,8 @@ def test_alerts_have_for_severity_runbook_and_sample_guard() -> None:
             # a count threshold (evaluations, calls, traces, messages) on one of the parts
             guards = [int(n) for n in re.findall(r"\s>=?\s*(\d+)(?![.\d])", a["expr"])]
             assert len(parts) >= 2 and any(n >= 5 for n in guards), (
-                f"{name}: no minimum-sample guard in {a['expr']}")
+                f"{name}: no minimum-sample guard in {a['expr']}"
+            )
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,18 @@ import importlib
 
 import pytest
 
-MODULES = ["target", "prometheus", "labels", "view", "spans", "events", "zero", "dedupe", "emitter", "http"]
+MODULES = [
+    "target",
+    "prometheus",
+    "labels",
+    "view",
+    "spans",
+    "events",
+    "zero",
+    "dedupe",
+    "emitter",
+    "http",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -306,4 +306,3 @@ async def test_claims_still_run_when_one_reader_remains(server, make_judge, tmp_
     assert metric(res, "grounding").score is not None
     assert res.outcomes["relevance"].reason == "relevance disabled in the record"
     assert server.stats.chat_requests == 2  # claims + grounding
-

@@ -64,7 +64,10 @@ def prepared(judge_embedder: Any) -> object:
 
 def _close(a: LinearModel, b: LinearModel) -> bool:
     """Same model up to float noise in the last rounded digit (1% of each weight, or 0.01)."""
-    pairs = [(a.bias, b.bias), *((x, y) for (_, x), (_, y) in zip(a.weights, b.weights, strict=True))]
+    pairs = [
+        (a.bias, b.bias),
+        *((x, y) for (_, x), (_, y) in zip(a.weights, b.weights, strict=True)),
+    ]
     names_equal = [n for n, _ in a.weights] == [n for n, _ in b.weights]
     return names_equal and all(abs(x - y) <= max(0.01, 0.01 * abs(y)) for x, y in pairs)
 

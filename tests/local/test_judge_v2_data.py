@@ -38,21 +38,39 @@ evalmod = _load("local_judge_eval_bench", ROOT / "bench" / "local_judge_eval.py"
 
 REQUIRED_KINDS = {
     "relevance": {
-        ("on_topic", "direct"), ("on_topic", "paraphrase_no_shared_word"), ("on_topic", "hedged"),
-        ("on_topic", "list_item"), ("on_topic", "number_unit"), ("on_topic", "date"),
-        ("on_topic", "negation"), ("on_topic", "pronoun_ref"), ("on_topic", "jargon"),
-        ("on_topic", "long_multi_clause"), ("on_topic", "reason"),
-        ("off_topic", "same_subject_trivia"), ("off_topic", "off_topic"), ("off_topic", "filler"),
+        ("on_topic", "direct"),
+        ("on_topic", "paraphrase_no_shared_word"),
+        ("on_topic", "hedged"),
+        ("on_topic", "list_item"),
+        ("on_topic", "number_unit"),
+        ("on_topic", "date"),
+        ("on_topic", "negation"),
+        ("on_topic", "pronoun_ref"),
+        ("on_topic", "jargon"),
+        ("on_topic", "long_multi_clause"),
+        ("on_topic", "reason"),
+        ("off_topic", "same_subject_trivia"),
+        ("off_topic", "off_topic"),
+        ("off_topic", "filler"),
         ("off_topic", "tangent"),
     },
     "grounding": {
-        ("supported", "paraphrase"), ("supported", "paraphrase_no_shared_word"),
-        ("supported", "number_unit"), ("supported", "date"), ("supported", "negation"),
-        ("supported", "pronoun_ref"), ("supported", "hedged"), ("supported", "list_item"),
-        ("supported", "jargon"), ("supported", "long_multi_clause"),
-        ("unsupported", "absent_fact"), ("unsupported", "contradiction"),
-        ("unsupported", "wrong_number"), ("unsupported", "wrong_date"),
-        ("unsupported", "over_generalisation"), ("unsupported", "entity_swap"),
+        ("supported", "paraphrase"),
+        ("supported", "paraphrase_no_shared_word"),
+        ("supported", "number_unit"),
+        ("supported", "date"),
+        ("supported", "negation"),
+        ("supported", "pronoun_ref"),
+        ("supported", "hedged"),
+        ("supported", "list_item"),
+        ("supported", "jargon"),
+        ("supported", "long_multi_clause"),
+        ("unsupported", "absent_fact"),
+        ("unsupported", "contradiction"),
+        ("unsupported", "wrong_number"),
+        ("unsupported", "wrong_date"),
+        ("unsupported", "over_generalisation"),
+        ("unsupported", "entity_swap"),
         ("unsupported", "negation_flip"),
     },
 }
@@ -116,7 +134,9 @@ def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[s
     counts = Counter((r["label"], r["kind"]) for r in rows)
     for key, n in counts.items():
         if n >= 4:  # every frequent (label, kind) is in both halves
-            assert {r["split"] for r in rows if (r["label"], r["kind"]) == key} == set(builder.SPLITS), key
+            assert {r["split"] for r in rows if (r["label"], r["kind"]) == key} == set(
+                builder.SPLITS
+            ), key
 
 
 def test_every_case_has_a_frozen_half() -> None:
@@ -160,7 +180,9 @@ def test_parse_errors_name_the_line() -> None:
     with pytest.raises(ValueError, match="line 3: kind 'same_subject_trivia' is always -"):
         builder.parse("relevance", "=== a | x\nQ: q?\n+ same_subject_trivia: A.\n")
     with pytest.raises(ValueError, match="duplicate"):
-        builder.parse("relevance", "=== a | x\nQ: q?\n+ direct: A.\n=== a | x\nQ: q?\n+ direct: B.\n")
+        builder.parse(
+            "relevance", "=== a | x\nQ: q?\n+ direct: A.\n=== a | x\nQ: q?\n+ direct: B.\n"
+        )
 
 
 def test_wilson_and_kappa_reference_values() -> None:
@@ -170,9 +192,12 @@ def test_wilson_and_kappa_reference_values() -> None:
     assert evalmod.cohen_kappa([True, False, True, False], [True, False, False, False]) == 0.5
     assert evalmod.cohen_kappa([True, True], [True, True]) == 0.0
     rep = evalmod.report(
-        "grounding", "heldout",
-        [{"id": "a", "kind": "x", "label": "supported", "claim": "c"},
-         {"id": "b", "kind": "y", "label": "unsupported", "claim": "d"}],
+        "grounding",
+        "heldout",
+        [
+            {"id": "a", "kind": "x", "label": "supported", "claim": "c"},
+            {"id": "b", "kind": "y", "label": "unsupported", "claim": "d"},
+        ],
         [True, True],
     )
     assert rep.overall.correct == 1 and rep.per_kind["y"].accuracy == 0.0 and rep.recall == 1.0
@@ -183,10 +208,14 @@ async def test_predict_names_the_case_when_the_judge_fails() -> None:
     """A judge error stops the evaluation with the case id, never a silent wrong score."""
 
     class FailingJudge:
-        async def judge_claims(self, task: str, claims: Any, target: str, knobs: Any, *, node: str) -> Any:
+        async def judge_claims(
+            self, task: str, claims: Any, target: str, knobs: Any, *, node: str
+        ) -> Any:
             from nexagauge.judge.base import CallInfo, ClaimJudgement
 
-            return ClaimJudgement(error="boom", info=CallInfo(calls=0, cached=False, model="m", prompt="p"))
+            return ClaimJudgement(
+                error="boom", info=CallInfo(calls=0, cached=False, model="m", prompt="p")
+            )
 
     rows = evalmod.load("relevance", "heldout")[:3]
     with pytest.raises(RuntimeError, match=f"case {rows[0]['item']}: judge failed: boom"):

@@ -153,8 +153,9 @@ async def test_local_claim_extraction_is_sentences() -> None:
     greeting = "Hi! How can I help you today?"
     g = Chunk(item=Item(id="g", text=greeting, tokens=8.0), index=0, char_start=0, char_end=14)
     assert (await judge.extract_claims([g])).claims == []
-    only_q = Chunk(item=Item(id="q", text="Anything else?", tokens=3.0), index=0, char_start=0,
-                   char_end=14)
+    only_q = Chunk(
+        item=Item(id="q", text="Anything else?", tokens=3.0), index=0, char_start=0, char_end=14
+    )
     assert (await judge.extract_claims([only_q])).claims == []
 
 
@@ -277,8 +278,13 @@ def test_runtime_defaults_to_the_local_judge_without_a_key(
 ) -> None:
     from nexagauge.settings import Settings
 
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NEXAGAUGE_JUDGE_BASE_URL",
-                "NEXAGAUGE_JUDGE_API_KEY", "NEXAGAUGE_JUDGE_MODE"):
+    for var in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "NEXAGAUGE_JUDGE_BASE_URL",
+        "NEXAGAUGE_JUDGE_API_KEY",
+        "NEXAGAUGE_JUDGE_MODE",
+    ):
         monkeypatch.delenv(var, raising=False)
     rt = Runtime.create(Settings(), use_cache=False)
     assert isinstance(rt.judge, LocalJudge) and rt.judge_kind == "local"

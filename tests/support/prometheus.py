@@ -236,8 +236,10 @@ class PrometheusServer:
 
     def query_exemplars(self, selector: str, start: float, end: float) -> list[dict[str, Any]]:
         """Exemplars of the series matching ``selector`` (needs ``features=("exemplar-storage",)``)."""
-        data = self._get("/api/v1/query_exemplars",
-                         {"query": selector, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        data = self._get(
+            "/api/v1/query_exemplars",
+            {"query": selector, "start": f"{start:.3f}", "end": f"{end:.3f}"},
+        )
         return list(data)
 
     def label_values(self, label: str, match: str | None = None) -> list[str]:
@@ -337,16 +339,25 @@ def dashboard_expressions(
             if not m:
                 raise ValueError(f"{name}: variable {v['name']}: unsupported query {q!r}")
             selector = m.group(1) or '{__name__=~".+"}'
-            out.append(PromQLSource(f"{name}: variable ${v['name']}", "variable",
-                                    substitute(selector.strip(), vals), True, m.group(2)))
+            out.append(
+                PromQLSource(
+                    f"{name}: variable ${v['name']}",
+                    "variable",
+                    substitute(selector.strip(), vals),
+                    True,
+                    m.group(2),
+                )
+            )
         for p in _walk_panels(d.get("panels", [])):
             for t in p.get("targets", []):
-                out.append(PromQLSource(
-                    f"{name}: panel {p.get('title')!r} target {t.get('refId')}",
-                    "panel",
-                    substitute(t["expr"], vals),
-                    bool(t.get("instant")) and not t.get("range", False),
-                ))
+                out.append(
+                    PromQLSource(
+                        f"{name}: panel {p.get('title')!r} target {t.get('refId')}",
+                        "panel",
+                        substitute(t["expr"], vals),
+                        bool(t.get("instant")) and not t.get("range", False),
+                    )
+                )
     return out
 
 
@@ -377,8 +388,11 @@ def shipped_expressions(values: Mapping[str, str] | None = None) -> list[PromQLS
 
 _CMP = ("==", "!=", ">=", "<=", ">", "<")
 _NUMBER = re.compile(r"^\s*(?:bool\s+)?[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$")
-_MATCHING = re.compile(r"^\s*(?:on|ignoring)\s*\([^)]*\)\s*(?:group_(?:left|right)"
-                       r"(?:\s*\([^)]*\))?\s*)?", re.S)
+_MATCHING = re.compile(
+    r"^\s*(?:on|ignoring)\s*\([^)]*\)\s*(?:group_(?:left|right)"
+    r"(?:\s*\([^)]*\))?\s*)?",
+    re.S,
+)
 
 
 def _top_level(expr: str) -> list[tuple[int, str]]:
@@ -413,7 +427,7 @@ def _split_set_ops(expr: str) -> list[str]:
     start = 0
     for m in re.finditer(r"\b(and|unless|or)\b", expr):
         if m.start() in top and m.end() - 1 in top:
-            parts.append(expr[start:m.start()])
+            parts.append(expr[start : m.start()])
             start = m.end()
     parts.append(expr[start:])
     return parts
@@ -429,7 +443,7 @@ def _strip_comparison(part: str) -> str:
             if part.startswith(op, pos) and all(pos + k in idx for k in range(len(op))):
                 if pos > 0 and part[pos - 1] in "=!<>" and (pos - 1) in idx:
                     continue  # second char of a two-char operator
-                if _NUMBER.match(part[pos + len(op):]):
+                if _NUMBER.match(part[pos + len(op) :]):
                     return part[:pos]
                 return part
     return part

@@ -58,15 +58,33 @@ SPLITS = ("calibration", "heldout")
 # Kinds that are hard on purpose; ``clear`` is False for them (as in the first set).
 HARD_KINDS = frozenset(
     {
-        "same_subject_trivia", "tangent", "wrong_but_on_topic", "paraphrase_no_shared_word",
-        "contradiction", "wrong_number", "wrong_date", "negation_flip", "over_generalisation",
-        "entity_swap", "absent_fact",
+        "same_subject_trivia",
+        "tangent",
+        "wrong_but_on_topic",
+        "paraphrase_no_shared_word",
+        "contradiction",
+        "wrong_number",
+        "wrong_date",
+        "negation_flip",
+        "over_generalisation",
+        "entity_swap",
+        "absent_fact",
     }
 )
 # The kinds of each task, with the label each one carries (a kind names what makes a sentence
 # relevant / supported or not, so it fixes the label; a mismatch is a typo in the source).
-_BOTH_POS = ("paraphrase_no_shared_word", "hedged", "list_item", "number_unit", "date", "negation",
-             "pronoun_ref", "jargon", "long_multi_clause", "reason")
+_BOTH_POS = (
+    "paraphrase_no_shared_word",
+    "hedged",
+    "list_item",
+    "number_unit",
+    "date",
+    "negation",
+    "pronoun_ref",
+    "jargon",
+    "long_multi_clause",
+    "reason",
+)
 KINDS: dict[str, dict[str, bool]] = {
     "relevance": {
         **dict.fromkeys(("direct", "wrong_but_on_topic", *_BOTH_POS), True),
@@ -75,8 +93,15 @@ KINDS: dict[str, dict[str, bool]] = {
     "grounding": {
         **dict.fromkeys(("paraphrase", *_BOTH_POS), True),
         **dict.fromkeys(
-            ("absent_fact", "contradiction", "wrong_number", "wrong_date", "entity_swap",
-             "negation_flip", "over_generalisation"),
+            (
+                "absent_fact",
+                "contradiction",
+                "wrong_number",
+                "wrong_date",
+                "entity_swap",
+                "negation_flip",
+                "over_generalisation",
+            ),
             False,
         ),
     },
@@ -132,7 +157,9 @@ def parse(task: str, text: str) -> list[Case]:
     for c in cases:
         target = c.question if task == "relevance" else c.context
         if not target:
-            raise ValueError(f"case {c.id} (line {c.line}): no {'Q:' if task == 'relevance' else 'C:'}")
+            raise ValueError(
+                f"case {c.id} (line {c.line}): no {'Q:' if task == 'relevance' else 'C:'}"
+            )
         if not c.sentences:
             raise ValueError(f"case {c.id} (line {c.line}): no sentences")
     ids = [c.id for c in cases]
