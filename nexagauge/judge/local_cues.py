@@ -12,9 +12,10 @@ gives, so the judge can weigh them with the similarity:
 - :func:`is_continuation`: the sentence only makes sense after the one before ("It ...",
   "That ...", "Also ...");
 - :func:`is_trivia`: history/origin/record facts ("was invented in 1830", "named after");
-- :func:`is_filler`: pleasantries that state nothing;
-- :func:`antonym_conflicts` and :func:`overgeneralises`: grounding cues for contradictions
-  that share almost every word with the evidence ("faster"/"slower", "every" for "usually").
+- :func:`is_filler`: pleasantries that state nothing.
+
+The grounding cues for contradictions (antonyms, over-generalisation) are in
+:mod:`nexagauge.judge.local_contra`.
 
 Example:
     >>> question_type("How often should I feed it?"), sorted(answer_types("Give it food twice a day."))
@@ -474,80 +475,3 @@ def is_filler(sentence: str) -> bool:
     if _FILLER.search(s):
         return True
     return s.endswith("!") and len(_words(s)) <= 6 and not _NUMBER.search(s)
-
-
-_ANTONYMS: tuple[tuple[str, str], ...] = (
-    ("increase", "decrease"), ("increases", "decreases"), ("more", "less"), ("more", "fewer"),
-    ("faster", "slower"), ("quickly", "slowly"), ("higher", "lower"), ("before", "after"),
-    ("above", "below"), ("over", "under"), ("allowed", "prohibited"), ("allowed", "forbidden"),
-    ("allowed", "banned"), ("required", "optional"), ("always", "never"), ("warmer", "colder"),
-    ("warm", "cold"), ("hot", "cold"), ("larger", "smaller"), ("bigger", "smaller"),
-    ("longer", "shorter"), ("inside", "outside"), ("accepted", "rejected"), ("open", "closed"),
-    ("first", "last"), ("minimum", "maximum"), ("north", "south"), ("east", "west"),
-    ("sour", "mild"), ("stronger", "weaker"), ("up", "down"), ("rises", "falls"),
-    ("rise", "fall"), ("gain", "lose"), ("gains", "loses"), ("early", "late"),
-    ("earlier", "later"), ("cheaper", "dearer"), ("cheaper", "more expensive"),
-    ("safe", "dangerous"), ("legal", "illegal"), ("outer", "central"), ("outer", "inner"),
-    ("atlantic", "pacific"), ("end", "start"), ("beginning", "end"), ("top", "bottom"),
-    ("mandatory", "optional"), ("with", "without"), ("plus", "minus"), ("win", "lose"),
-    ("won", "lost"), ("add", "remove"), ("heavier", "lighter"), ("wet", "dry"),
-    ("sooner", "later"), ("same", "different"), ("odd", "even"), ("down", "up"),
-)  # fmt: skip
-_ANTONYM_OF: dict[str, set[str]] = {}
-for _a, _b in _ANTONYMS:
-    _ANTONYM_OF.setdefault(_a, set()).add(_b)
-    _ANTONYM_OF.setdefault(_b, set()).add(_a)
-
-
-def antonym_conflicts(claim: str, evidence: str) -> list[str]:
-    """Claim words whose opposite is in the evidence while they are not ("slower" vs "faster").
-
-    Example:
-        >>> antonym_conflicts("Sound is slower in steel.", "Sound is faster in steel.")
-        ['slower']
-    """
-    ev = set(_words(evidence))
-    cw = set(_words(claim))
-    return [w for w in dict.fromkeys(_words(claim))
-            if w in _ANTONYM_OF and w not in ev and _ANTONYM_OF[w] & ev - cw]  # fmt: skip
-
-
-_UNIVERSAL = frozenset(
-    [
-        "every",
-        "everyone",
-        "everybody",
-        "everything",
-        "all",
-        "always",
-        "never",
-        "any",
-        "none",
-        "only",
-        "completely",
-        "entirely",
-        "guaranteed",
-        "certainly",
-        "definitely",
-        "whatever",
-        "however",
-    ]
-)
-_QUALIFIED = re.compile(
-    r"\b(?:usually|often|may|might|can|some|common|commonly|many|most|typically|generally"
-    r"|sometimes|if|unless|where|likely|unlikely|above|over|only|up to|at most|at least)\b",
-    re.I,
-)
-
-
-def overgeneralises(claim: str, evidence: str) -> bool:
-    """The claim makes a universal statement ("every", "always") the evidence does not make,
-    and the evidence is qualified ("usually", "if", "above 500 euros").
-
-    Example:
-        >>> overgeneralises("Every claim needs a director.", "Claims above 500 euros need a director.")
-        True
-    """
-    ev = set(_words(evidence))
-    added = {w for w in _words(claim) if w in _UNIVERSAL} - ev
-    return bool(added) and bool(_QUALIFIED.search(evidence))

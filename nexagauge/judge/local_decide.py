@@ -31,14 +31,13 @@ from typing import Any
 import numpy as np
 
 from nexagauge.judge.base import LABEL_CONTRADICTED, LABEL_NOT_SUPPORTED, LABEL_SUPPORTED
+from nexagauge.judge.local_contra import antonym_conflicts, overgeneralises
 from nexagauge.judge.local_cues import (
     SATISFIES,
     answer_types,
-    antonym_conflicts,
     is_continuation,
     is_filler,
     is_trivia,
-    overgeneralises,
     question_type,
 )
 from nexagauge.judge.local_lexical import (
