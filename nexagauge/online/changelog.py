@@ -24,6 +24,7 @@ Example (not run: needs a broker)::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -119,20 +120,32 @@ class Changelog:
         tps = [TopicPartition(self.topic, p) for p in partitions]
         c = AIOKafkaConsumer(
             enable_auto_commit=False,
+            auto_offset_reset="earliest",
             fetch_max_wait_ms=self.kafka.fetch_max_wait_ms,
             max_partition_fetch_bytes=max(self.kafka.max_message_bytes, 1024 * 1024),
             **client_kwargs(self.kafka),
         )
         await c.start()
         try:
-            await c.topics()  # refreshes the metadata (a topic created a moment ago included)
-            known = c.partitions_for_topic(self.topic) or set()
+            # the consumer's metadata; Tansu's all-topics answer can miss a topic for a moment,
+            # and trusting one such answer made a restore return nothing at all: ask again
+            known: set[int] = set()
+            for _ in range(50):
+                await c.topics()
+                known = c.partitions_for_topic(self.topic) or set()
+                if known >= set(partitions):
+                    break
+                await asyncio.sleep(0.1)
             tps = [tp for tp in tps if tp.partition in known]
             if not tps:
                 return out
             c.assign(tps)
             ends = await self._barriers(tps)
-            await c.seek_to_beginning(*tps)
+            # an explicit seek to the first offset: seek_to_beginning() is a lazy reset that the
+            # default "latest" reset of the fresh assignment could overtake (the restore then
+            # started at the end and returned nothing - seen 2 in 30 restores on Tansu)
+            for tp, first in (await c.beginning_offsets(tps)).items():
+                c.seek(tp, first)
             todo = set(tps)
             deadline = time.monotonic() + timeout_s
             while todo:
