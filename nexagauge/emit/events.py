@@ -44,7 +44,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -59,6 +58,7 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from nexagauge.emit.otlp import otlp_args
 from nexagauge.emit.target import TRACE_FLAG_SAMPLED, EvaluationTarget
 from nexagauge.emit.view import MetricView
 from nexagauge.sdk import conventions as C
@@ -112,29 +112,17 @@ def build_log_exporter(emit: Any) -> LogRecordExporter:
     ``otlp_endpoint=None`` leaves the endpoint to ``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` /
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` (then the OTLP default); an HTTP base URL gets ``/v1/logs``.
     """
-    endpoint: str | None = getattr(emit, "otlp_endpoint", None)
-    protocol = getattr(emit, "otlp_protocol", "grpc")
-    insecure = getattr(emit, "otlp_insecure", None)
-    timeout = getattr(emit, "otlp_timeout_s", None)
-    kwargs: dict[str, Any] = {}
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    if protocol == "grpc":
+    grpc, endpoint, kwargs = otlp_args(emit, "/v1/logs")
+    if grpc:
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
             OTLPLogExporter as GrpcExporter,
         )
 
-        if insecure is not None:
-            kwargs["insecure"] = insecure
         return GrpcExporter(endpoint=endpoint, **kwargs)
     from opentelemetry.exporter.otlp.proto.http._log_exporter import (
         OTLPLogExporter as HttpExporter,
     )
 
-    if endpoint is not None:
-        parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-        if parts.path in ("", "/"):
-            endpoint = parts._replace(path="/v1/logs").geturl()
     return HttpExporter(endpoint=endpoint, **kwargs)
 
 

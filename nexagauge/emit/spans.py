@@ -48,7 +48,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -65,6 +64,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from nexagauge.emit.confirm import ConfirmingSpanProcessor, confirm_inline, confirm_next_end
 from nexagauge.emit.events import EvaluationEventWriter, bounded, result_attributes
+from nexagauge.emit.otlp import otlp_args
 from nexagauge.emit.target import TRACE_FLAG_SAMPLED, EvaluationTarget
 from nexagauge.emit.view import EvaluationView, MetricView
 from nexagauge.sdk import conventions as C
@@ -109,29 +109,17 @@ def build_exporter(emit: Any) -> SpanExporter:
     ``otlp_endpoint=None`` leaves the endpoint to the standard ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
     / ``OTEL_EXPORTER_OTLP_ENDPOINT`` variables (then the OTLP default, localhost:4317 / :4318).
     """
-    endpoint: str | None = getattr(emit, "otlp_endpoint", None)
-    protocol = getattr(emit, "otlp_protocol", "grpc")
-    insecure = getattr(emit, "otlp_insecure", None)
-    timeout = getattr(emit, "otlp_timeout_s", None)
-    kwargs: dict[str, Any] = {}
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    if protocol == "grpc":
+    grpc, endpoint, kwargs = otlp_args(emit, "/v1/traces")
+    if grpc:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,
         )
 
-        if insecure is not None:
-            kwargs["insecure"] = insecure
         return GrpcExporter(endpoint=endpoint, **kwargs)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
 
-    if endpoint is not None:
-        parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-        if parts.path in ("", "/"):
-            endpoint = parts._replace(path="/v1/traces").geturl()
     return HttpExporter(endpoint=endpoint, **kwargs)
 
 
