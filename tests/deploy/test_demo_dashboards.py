@@ -30,12 +30,11 @@ from typing import Any
 import pytest
 from support.prometheus import (
     PrometheusServer,
-    PromQLError,
-    PromQLSource,
     dashboard_expressions,
     free_port,
     rule_expressions,
     rule_files,
+    without_data,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -105,25 +104,12 @@ def demo(prometheus_bin: str) -> Iterator[dict[str, Any]]:
                 proc.wait(timeout=10)
 
 
-def _run(prom: PrometheusServer, src: PromQLSource) -> list[Any]:
-    try:
-        if src.kind == "variable":
-            assert src.label
-            return list(prom.label_values(src.label, src.expr))
-        if src.instant:
-            return prom.query(src.expr)
-        now = time.time()
-        return prom.query_range(src.expr, now - 60, now, 1)
-    except PromQLError as e:
-        raise AssertionError(f"{src.origin}: Prometheus rejected {src.expr}\n{e}") from e
-
-
 def test_every_dashboard_query_returns_data_on_the_demo_stack(demo: dict[str, Any]) -> None:
     prom: PrometheusServer = demo["prom"]
     assert demo["proc"].poll() is None, "the demo must still be serving /metrics"
     sources = dashboard_expressions() + [s for s in rule_expressions() if s.kind == "record"]
     assert len(sources) > 60
-    empty = sorted(s.origin for s in sources if not _run(prom, s))
+    empty = sorted(s.origin for s in without_data(prom, sources))
     assert not empty, "queries without data on a healthy demo stack:\n" + "\n".join(empty)
 
 

@@ -33,12 +33,13 @@ from support.openai_server import OpenAIServer, Reply, Request
 from support.otlp_receiver import OtlpReceiver
 from support.prometheus import (
     PrometheusServer,
-    PromQLError,
     PromQLSource,
     dashboard_expressions,
     free_port,
     rule_expressions,
     rule_files,
+    run_source,
+    without_data,
 )
 
 from nexagauge.sdk import conventions as C
@@ -209,21 +210,8 @@ def stack(
                 proc.wait(timeout=10)
 
 
-def _run(prom: PrometheusServer, src: PromQLSource) -> list[Any]:
-    try:
-        if src.kind == "variable":
-            assert src.label
-            return list(prom.label_values(src.label, src.expr))
-        if src.instant:
-            return prom.query(src.expr)
-        now = time.time()
-        return prom.query_range(src.expr, now - 60, now, 1)
-    except PromQLError as e:
-        raise AssertionError(f"{src.origin}: Prometheus rejected {src.expr}\n{e}") from e
-
-
 def _empty(stack: dict[str, Any], sources: list[PromQLSource]) -> set[str]:
-    return {s.origin for s in sources if not _run(stack["prom"], s)}
+    return {s.origin for s in without_data(stack["prom"], sources)}
 
 
 def test_the_evaluator_scored_the_traces(stack: dict[str, Any]) -> None:
@@ -275,7 +263,7 @@ def test_rule_expressions_parse_and_signals_return_data(stack: dict[str, Any]) -
     assert not unexpected, "expressions without data:\n" + "\n".join(unexpected)
     for s in rule_expressions():
         if s.kind == "alert":
-            _run(stack["prom"], s)  # parses and executes
+            run_source(stack["prom"], s)  # parses and executes
 
 
 def test_event_only_list_is_exact(stack: dict[str, Any]) -> None:

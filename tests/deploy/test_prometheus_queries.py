@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.prometheus import (
     PrometheusServer,
-    PromQLError,
-    PromQLSource,
     dashboard_expressions,
     rule_expressions,
     rule_files,
+    run_source,
+    without_data,
 )
 
 pytestmark = pytest.mark.integration
@@ -81,17 +79,8 @@ def prom(prometheus_bin: str, exporter: str) -> Iterator[PrometheusServer]:
         yield server
 
 
-def _run(prom: PrometheusServer, src: PromQLSource) -> list[Any]:
-    try:
-        if src.kind == "variable":
-            assert src.label
-            return list(prom.label_values(src.label, src.expr))
-        if src.instant:
-            return prom.query(src.expr)
-        now = time.time()
-        return prom.query_range(src.expr, now - 30, now, 1)
-    except PromQLError as e:
-        raise AssertionError(f"{src.origin}: Prometheus rejected {src.expr}\n{e}") from e
+#: the range queries' window (seconds): the exporter's series are only seconds old
+WINDOW = 30.0
 
 
 def test_scrape_is_healthy(prom: PrometheusServer) -> None:
@@ -105,7 +94,7 @@ def test_every_dashboard_query_returns_data(
 ) -> None:
     sources = dashboard_expressions(values=values)
     assert len(sources) > 40
-    empty = [f"{s.origin}: {s.expr}" for s in sources if not _run(prom, s)]
+    empty = [f"{s.origin}: {s.expr}" for s in without_data(prom, sources, WINDOW)]
     assert not empty, "queries without data:\n" + "\n".join(empty)
 
 
@@ -114,14 +103,18 @@ def test_every_rule_expression_parses_and_its_signals_return_data(prom: Promethe
     assert {s.kind for s in sources} == {"record", "alert", "alert_part"}
     empty = []
     for s in sources:
-        res = _run(prom, s)  # parse/execution errors fail here, whatever the kind
+        res = run_source(prom, s, WINDOW)  # parse/execution errors fail here, whatever the kind
         if s.kind in ("record", "alert_part") and not res:
             empty.append(f"{s.origin}: {s.expr}")
     assert not empty, "expressions without data:\n" + "\n".join(empty)
 
 
 def test_triggered_alerts_return_data_in_full(prom: PrometheusServer) -> None:
-    fired = {s.origin.split()[2] for s in rule_expressions() if s.kind == "alert" and _run(prom, s)}
+    fired = {
+        s.origin.split()[2]
+        for s in rule_expressions()
+        if s.kind == "alert" and run_source(prom, s, WINDOW)
+    }
     assert fired >= TRIGGERED, f"alert conditions without data: {sorted(TRIGGERED - fired)}"
     active = {r["metric"]["alertname"] for r in prom.query("ALERTS")}
     assert active >= TRIGGERED, active

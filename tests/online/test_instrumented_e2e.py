@@ -83,6 +83,7 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(tmp_path
         dashboard_expressions,
         require_binary,
         rule_files,
+        without_data,
     )
 
     prometheus_bin = require_binary("prometheus")
@@ -271,24 +272,13 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(tmp_path
             # (the drift dashboards guard their means with >= 20/50 evaluations per route and
             # compare with 7-day baselines: tests/deploy checks them at realistic volume)
             prom.wait_for("nexagauge:score_count:increase1h", timeout=30)
-            empty = []
             sources = [
                 s
                 for s in dashboard_expressions(values=None)
                 if s.origin.startswith("evaluator-health.json")
             ]
             assert len(sources) > 10
-            for src in sources:
-                if src.kind == "variable":
-                    assert src.label
-                    ok = bool(prom.label_values(src.label, src.expr))
-                elif src.instant:
-                    ok = bool(prom.query(src.expr))
-                else:
-                    now = time.time()
-                    ok = bool(prom.query_range(src.expr, now - 60, now, 1))
-                if not ok:
-                    empty.append(f"{src.origin}: {src.expr}")
+            empty = [f"{s.origin}: {s.expr}" for s in without_data(prom, sources)]
             assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
         finally:
             prom.stop()

@@ -8,7 +8,9 @@ Two reusable parts:
   and stops it (context manager; the temp dir goes with it).
 * :func:`shipped_expressions` extracts every PromQL expression from the Grafana dashboards
   (panel targets and template variables) and the Prometheus rule files (recording rules, alert
-  rules and the parts of each alert condition), with Grafana template variables substituted.
+  rules and the parts of each alert condition), with Grafana template variables substituted;
+  :func:`run_source` runs one as Grafana would and :func:`without_data` lists those returning
+  nothing (the deploy and end-to-end tests' "no No-data panel" check).
 
 :func:`require_binary` implements the suite's rule for external binaries: a missing binary fails
 the test with a clear message when ``CI`` is set, and skips it otherwise.
@@ -19,7 +21,7 @@ Example::
                           rule_files=rule_files()) as prom:
         prom.wait_for("up == 1")
         for src in shipped_expressions():
-            prom.query(src.expr)
+            run_source(prom, src)  # AssertionError when Prometheus rejects it
 """
 
 from __future__ import annotations
@@ -382,6 +384,43 @@ def rule_expressions(paths: Iterable[Path] | None = None) -> list[PromQLSource]:
 def shipped_expressions(values: Mapping[str, str] | None = None) -> list[PromQLSource]:
     """:func:`dashboard_expressions` + :func:`rule_expressions`."""
     return dashboard_expressions(values=values) + rule_expressions()
+
+
+# -- running them as Grafana / the rule evaluator would --------------------------------------
+
+
+def run_source(prom: PrometheusServer, src: PromQLSource, window: float = 60.0) -> list[Any]:
+    """What ``src`` returns on ``prom`` now: a variable's label values, an instant query's
+    result, or a range query over the last ``window`` seconds (step 1 s, as a time-series panel).
+
+    A query Prometheus rejects raises AssertionError naming the source and the expression.
+
+    Example: ``assert run_source(prom, src), src.origin``.
+    """
+    try:
+        if src.kind == "variable":
+            assert src.label
+            return list(prom.label_values(src.label, src.expr))
+        if src.instant:
+            return prom.query(src.expr)
+        now = time.time()
+        return prom.query_range(src.expr, now - window, now, 1)
+    except PromQLError as e:
+        raise AssertionError(f"{src.origin}: Prometheus rejected {src.expr}\n{e}") from e
+
+
+def without_data(
+    prom: PrometheusServer, sources: Iterable[PromQLSource], window: float = 60.0
+) -> list[PromQLSource]:
+    """The sources whose query returns nothing ("No data" in Grafana), in the given order; each
+    runs through :func:`run_source`, so a rejected query fails whatever the caller expects.
+
+    Example::
+
+        empty = [s.origin for s in without_data(prom, dashboard_expressions())]
+        assert not empty, "queries without data:\n" + "\n".join(empty)
+    """
+    return [s for s in sources if not run_source(prom, s, window)]
 
 
 # -- splitting an alert condition into the signals it compares -------------------------------
