@@ -20,28 +20,23 @@ Exit status 1 when any invariant failed.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
-import subprocess
 import sys
-import time
-import traceback
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _fuzz import ROOT, arguments, campaign, finish
+
 sys.path.insert(0, str(ROOT))
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 
-from nexagauge.online.assembly import TraceBuffer  # noqa: E402
-from nexagauge.online.decode import PoisonMessage, decode_logs, decode_traces  # noqa: E402
-from nexagauge.online.extract import extract_cases_with_errors  # noqa: E402
-from nexagauge.sdk import conventions as C  # noqa: E402
-from tests.online.otlp import (  # noqa: E402
+from nexagauge.online.assembly import TraceBuffer
+from nexagauge.online.decode import PoisonMessage, decode_logs, decode_traces
+from nexagauge.online.extract import extract_cases_with_errors
+from nexagauge.sdk import conventions as C
+from tests.online.otlp import (
     chat_messages,
     logs_request,
     sdk_turn,
@@ -214,56 +209,33 @@ def check(traces: bytes, logs: bytes) -> None:
                 json.dumps(c.case.model_dump(mode="json"), ensure_ascii=False).encode("utf-8")
 
 
-def campaign(seconds: float, seed: int, out: Path) -> int:
-    rnd = random.Random(seed)
-    pool = seeds()
-    n = failures = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        traces, logs = rnd.choice(pool)
-        if rnd.random() < 0.5:
-            traces = mutate_values(traces, rnd)
-        if rnd.random() < 0.6:
-            traces = mutate_bytes(traces, rnd.choice(pool)[0], rnd)
-        if logs and rnd.random() < 0.3:
-            logs = mutate_bytes(logs, traces, rnd)
-        n += 1
-        try:
-            check(traces, logs)
-        except Exception:
-            failures += 1
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"fail-{failures}.bin").write_bytes(traces)
-            (out / f"fail-{failures}.logs.bin").write_bytes(logs)
-            (out / f"fail-{failures}.txt").write_text(traceback.format_exc())
-    rate = n / max(seconds, 1e-9)
-    print(f"mutation campaign: {n} inputs in {seconds:.0f} s ({rate:.0f}/s), {failures} failures")
-    return failures
+def generate(rnd: random.Random, pool: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
+    """One input: a seed, its values and/or bytes mutated (the logs request's bytes at times)."""
+    traces, logs = rnd.choice(pool)
+    if rnd.random() < 0.5:
+        traces = mutate_values(traces, rnd)
+    if rnd.random() < 0.6:
+        traces = mutate_bytes(traces, rnd.choice(pool)[0], rnd)
+    if logs and rnd.random() < 0.3:
+        logs = mutate_bytes(logs, traces, rnd)
+    return traces, logs
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=300.0, help="mutation campaign length")
-    ap.add_argument("--examples", type=int, default=2000, help="examples per property test")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path("fuzz-out"))
-    ap.add_argument("--skip-properties", action="store_true")
-    a = ap.parse_args()
-    rc = 0
-    if not a.skip_properties:
-        env = {**os.environ, "NEXAGAUGE_FUZZ_EXAMPLES": str(a.examples), "PYTHONPATH": str(ROOT)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "tests/online/test_properties.py",
-        ]
-        rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
-    failures = campaign(a.seconds, a.seed, a.out) if a.seconds > 0 else 0
-    return 1 if rc or failures else 0
+    a = arguments(__doc__, examples=2000).parse_args()
+    pool = seeds()
+    return finish(
+        a,
+        "tests/online/test_properties.py",
+        lambda: campaign(
+            a.seconds,
+            a.seed,
+            a.out,
+            lambda rnd: generate(rnd, pool),
+            lambda item, _n: check(*item),
+            lambda item: {"bin": item[0], "logs.bin": item[1]},
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Exit status 1 when any invariant failed.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -33,16 +32,15 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _fuzz import ROOT, arguments, campaign, finish
+
 sys.path.insert(0, str(ROOT))
 
-from nexagauge.io.readers import ReaderError, RecordReader  # noqa: E402
-from nexagauge.schema.case import RecordError, parse_record  # noqa: E402
+from nexagauge.io.readers import ReaderError, RecordReader
+from nexagauge.schema.case import RecordError, parse_record
 
 RECORDS: list[dict[str, Any]] = [
     {
@@ -184,59 +182,45 @@ def check_cli(fmt: str, content: bytes, records: int, tmp: Path) -> None:
         assert summary["records"] == records, (summary["records"], records)
 
 
-def campaign(seconds: float, seed: int, out: Path, cli_every: int) -> int:
-    rnd = random.Random(seed)
+def generate(rnd: random.Random, pool: list[tuple[str, bytes]]) -> tuple[str, bytes]:
+    """One input: a seed file with a value replaced or its bytes mutated."""
+    fmt, raw = rnd.choice(pool)
+    if rnd.random() < 0.4:
+        return fmt, mutate_values(raw, rnd)
+    return fmt, mutate_bytes(raw, rnd.choice(pool)[1], rnd)
+
+
+def run_campaign(seconds: float, seed: int, out: Path, cli_every: int) -> int:
+    """The mutation campaign; every ``cli_every``-th input also through the real command."""
     pool = seeds()
-    failures = n = 0
-    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ng-fuzz-records-") as d:
         tmp = Path(d)
-        while time.monotonic() - t0 < seconds:
-            fmt, raw = rnd.choice(pool)
-            content = (
-                mutate_values(raw, rnd)
-                if rnd.random() < 0.4
-                else mutate_bytes(raw, rnd.choice(pool)[1], rnd)
-            )
-            n += 1
-            try:
-                records = check(fmt, content, tmp)
-                if cli_every and n % cli_every == 0:
-                    check_cli(fmt, content, records, tmp)
-            except Exception:
-                failures += 1
-                out.mkdir(parents=True, exist_ok=True)
-                (out / f"fail-{failures}.{fmt}").write_bytes(content)
-                (out / f"fail-{failures}.txt").write_text(traceback.format_exc())
-    rate = n / max(seconds, 1e-9)
-    print(f"mutation campaign: {n} inputs in {seconds:.0f} s ({rate:.0f}/s), {failures} failures")
-    return failures
+
+        def check_one(item: tuple[str, bytes], n: int) -> None:
+            fmt, content = item
+            records = check(fmt, content, tmp)
+            if cli_every and n % cli_every == 0:
+                check_cli(fmt, content, records, tmp)
+
+        return campaign(
+            seconds,
+            seed,
+            out,
+            lambda rnd: generate(rnd, pool),
+            check_one,
+            lambda item: {item[0]: item[1]},
+        )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=300.0, help="mutation campaign length")
-    ap.add_argument("--examples", type=int, default=5000, help="examples per property (x100 scale)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path("fuzz-out"))
+    ap = arguments(__doc__, examples=5000, examples_help="examples per property (x100 scale)")
     ap.add_argument("--cli-every", type=int, default=200, help="every Nth input also via the CLI")
-    ap.add_argument("--skip-properties", action="store_true")
     a = ap.parse_args()
-    rc = 0
-    if not a.skip_properties:
-        env = {**os.environ, "NEXAGAUGE_FUZZ_EXAMPLES": str(a.examples), "PYTHONPATH": str(ROOT)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "tests/core/test_record_properties.py",
-        ]
-        rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
-    failures = campaign(a.seconds, a.seed, a.out, a.cli_every) if a.seconds > 0 else 0
-    return 1 if rc or failures else 0
+    return finish(
+        a,
+        "tests/core/test_record_properties.py",
+        lambda: run_campaign(a.seconds, a.seed, a.out, a.cli_every),
+    )
 
 
 if __name__ == "__main__":
