@@ -119,22 +119,12 @@ async def _warm_up(svc: Any) -> None:
 
 
 async def _create_topics(kafka: Any, topics: list[str]) -> None:
-    """The input topics the collector writes to (the evaluator creates its own topics)."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-    from aiokafka.errors import TopicAlreadyExistsError
+    """The input topics the collector writes to (the evaluator creates its own topics), with
+    replication 1: the embedded broker is a single node."""
+    from nexagauge.online.broker import TopicSpec, create_topics
 
-    from nexagauge.online.consumer import client_kwargs
-
-    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        new = [NewTopic(t, TOPIC_PARTITIONS, 1) for t in topics if t not in existing]
-        if new:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(new)
-    finally:
-        await admin.close()
+    single = kafka.model_copy(update={"replication_factor": 1})
+    await create_topics(single, [TopicSpec(t, TOPIC_PARTITIONS) for t in topics])
 
 
 def _mean(xs: list[float]) -> str:

@@ -77,6 +77,42 @@ async def ensure_topics(admin: Any, kafka: KafkaSettings, specs: Iterable[TopicS
     return [t.name for t in new]
 
 
+async def create_topics(
+    kafka: KafkaSettings, specs: Iterable[TopicSpec], *, wait_s: float = 0.0
+) -> list[str]:
+    """Create the ``specs`` missing from the cluster through an admin client of its own (opened
+    and closed here; :func:`ensure_topics` does the creating); returns the names created.
+
+    With ``wait_s``, it then waits up to that long until the cluster's metadata lists every
+    partition of every spec (a client that produces at once then finds them all); after
+    ``wait_s`` it returns anyway and the client's own metadata request waits instead.
+
+    Example (not run: needs a broker)::
+
+        await create_topics(KafkaSettings(bootstrap_servers="127.0.0.1:9092"),
+                            [TopicSpec("otlp_spans", 4)], wait_s=5.0)
+    """
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    specs = list(specs)
+    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
+    await admin.start()
+    try:
+        created = await ensure_topics(admin, kafka, specs)
+        want = {s.name: s.partitions for s in specs}
+        deadline = time.monotonic() + wait_s
+        while want and wait_s > 0:
+            md = await admin.describe_topics(list(want))
+            if all(len(t.get("partitions", [])) == want[t["topic"]] for t in md):
+                break
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        return created
+    finally:
+        await admin.close()
+
+
 class BrokerMonitor:
     """Periodic broker health check and own-topic re-creation (see module docstring).
 

@@ -25,7 +25,6 @@ Example (not run: needs a broker)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -55,26 +54,10 @@ class Changelog:
     async def ensure(self, partitions: int, configs: dict[str, str] | None = None) -> None:
         """Create the topic (compacted, ``partitions`` partitions) when missing; ``configs``
         adds or overrides topic configs (e.g. ``compact,delete`` with a retention)."""
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-        from aiokafka.errors import TopicAlreadyExistsError
+        from nexagauge.online.broker import TopicSpec, create_topics
 
-        from nexagauge.online.consumer import client_kwargs
-
-        k = self.kafka
-        admin = AIOKafkaAdminClient(**client_kwargs(k))
-        await admin.start()
-        try:
-            if self.topic not in set(await admin.list_topics()):
-                topic = NewTopic(
-                    self.topic,
-                    partitions,
-                    k.replication_factor,
-                    topic_configs={"cleanup.policy": "compact", **(configs or {})},
-                )
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics([topic])
-        finally:
-            await admin.close()
+        spec_configs = {"cleanup.policy": "compact", **(configs or {})}
+        await create_topics(self.kafka, [TopicSpec(self.topic, partitions, spec_configs)])
 
     async def write(self, partition: int, key: str, value: Any) -> None:
         """Durably write (``acks=all`` producer) the newest ``value`` of ``key``; ``None`` deletes."""

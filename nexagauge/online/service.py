@@ -13,7 +13,6 @@ Example (not run: needs a broker)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -79,17 +78,9 @@ class OnlineService:
         return [TopicSpec(t, k.topic_partitions) for t in names]
 
     async def _ensure_topics(self) -> None:
-        from aiokafka.admin import AIOKafkaAdminClient
+        from nexagauge.online.broker import create_topics
 
-        from nexagauge.online.broker import ensure_topics
-        from nexagauge.online.consumer import client_kwargs
-
-        admin = AIOKafkaAdminClient(**client_kwargs(self.settings.kafka))
-        await admin.start()
-        try:
-            await ensure_topics(admin, self.settings.kafka, self._own_topics())
-        finally:
-            await admin.close()
+        await create_topics(self.settings.kafka, self._own_topics())
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaProducer
@@ -302,25 +293,6 @@ async def _stop_http(server: Any) -> None:
             await res
 
 
-async def ensure_topic(kafka: Any, topic: str) -> None:
-    """Create ``topic`` with ``kafka.topic_partitions`` partitions when missing."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-    from aiokafka.errors import TopicAlreadyExistsError
-
-    from nexagauge.online.consumer import client_kwargs
-
-    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
-    await admin.start()
-    try:
-        if topic not in set(await admin.list_topics()):
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(
-                    [NewTopic(topic, kafka.topic_partitions, kafka.replication_factor)]
-                )
-    finally:
-        await admin.close()
-
-
 async def attach_conversations(service: OnlineService, dlq: Any = None) -> ConversationStage | None:
     """Wire the conversation stage into a starting ``OnlineService``: the evaluator stage gets a
     :class:`TurnPublisher` (and stops judging ``conversation_relevance`` per trace: this stage
@@ -328,6 +300,7 @@ async def attach_conversations(service: OnlineService, dlq: Any = None) -> Conve
     drives a :class:`ConversationStage` that shares the evaluator's budget limiter and keeps its
     state in ``kafka.conversation_changelog_topic``. ``None`` when no sampling decision can
     include conversation relevance (or ``online.conversations`` is off)."""
+    from nexagauge.online.broker import TopicSpec, create_topics
     from nexagauge.online.changelog import Changelog
     from nexagauge.online.consumer import ConsumerLoop
 
@@ -337,7 +310,7 @@ async def attach_conversations(service: OnlineService, dlq: Any = None) -> Conve
         return None
     assert service.stage is not None, "the evaluation stage is created first"
     if k.create_topics:
-        await ensure_topic(k, k.turns_topic)
+        await create_topics(k, [TopicSpec(k.turns_topic, k.topic_partitions)])
     changelog = Changelog(k, service._producer, k.conversation_changelog_topic)
     if k.create_topics:
         # co-partitioned: as many partitions as the turns topic really has

@@ -18,10 +18,12 @@ consumer ``max_partition_fetch_bytes``) are what tests set large.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from nexagauge.demo.stack import EmbeddedBroker, ManagedProcess, free_port, tansu_bin
+from nexagauge.online.broker import TopicSpec
+from nexagauge.online.broker import create_topics as _create_topics
+from nexagauge.settings import KafkaSettings
 
 __all__ = ["TansuBroker", "TansuProxy", "create_topics", "free_port", "tansu_bin"]
 
@@ -72,23 +74,10 @@ class TansuProxy(ManagedProcess):
 
 
 async def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        new = [
-            NewTopic(t, num_partitions=n, replication_factor=1)
-            for t, n in topics.items()
-            if t not in existing
-        ]
-        if new:
-            await admin.create_topics(new)
-        for _ in range(100):  # wait until metadata shows every partition
-            md = await admin.describe_topics(list(topics))
-            if all(len(t.get("partitions", [])) == topics[t["topic"]] for t in md):
-                return
-            await asyncio.sleep(0.05)
-    finally:
-        await admin.close()
+    """Create topics with the given partition counts (existing ones are left alone) and wait
+    until the metadata shows every partition (the package's ``create_topics``)."""
+    await _create_topics(
+        KafkaSettings(bootstrap_servers=bootstrap),
+        [TopicSpec(t, n) for t, n in topics.items()],
+        wait_s=5.0,
+    )
