@@ -69,6 +69,21 @@ class Handler(Protocol):
         """Stop exporting the lag of a partition this member no longer owns."""
 
 
+class LagHooks:
+    """:class:`Handler`'s lag hooks for a stage whose ``metrics`` (``EvaluatorMetrics``, or
+    ``None`` without metrics) exports the lag: the stages inherit them (one definition)."""
+
+    metrics: Any
+
+    def report_lag(self, tp: TopicPartition, lag: int) -> None:
+        if self.metrics is not None:
+            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
+
+    def forget_lag(self, tp: TopicPartition) -> None:
+        if self.metrics is not None:
+            self.metrics.forget_partition(tp.topic, tp.partition)
+
+
 class Restoring(Protocol):
     """Optional handler hook: restore per-partition state before consuming new partitions.
 

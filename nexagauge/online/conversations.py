@@ -55,6 +55,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from nexagauge.emit.target import EvaluationTarget
 from nexagauge.nodes.conversation_relevance import METRIC
+from nexagauge.online.consumer import LagHooks
 from nexagauge.online.conv_judge import judge_turn, turn_result
 from nexagauge.online.conv_state import DUPLICATE, LATE, Added, ConversationState
 from nexagauge.online.offsets import OffsetTracker
@@ -144,7 +145,7 @@ class ConversationStats:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
-class ConversationStage:
+class ConversationStage(LagHooks):
     """Consumer-loop handler of ``kafka.turns_topic`` (see module docstring).
 
     Example (not run: needs a broker)::
@@ -303,14 +304,6 @@ class ConversationStage:
         if pending:
             log.warning("drain deadline: %d conversations cancelled (re-delivered)", len(pending))
             await asyncio.gather(*pending, return_exceptions=True)
-
-    def report_lag(self, tp: TopicPartition, lag: int) -> None:
-        if self.metrics is not None:
-            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
-
-    def forget_lag(self, tp: TopicPartition) -> None:
-        if self.metrics is not None:
-            self.metrics.forget_partition(tp.topic, tp.partition)
 
     # -- state ------------------------------------------------------------------------------
     def _config(self, turn: TurnRecord) -> ConversationRelevanceConfig:

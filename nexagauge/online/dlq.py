@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from nexagauge.online.poison import PoisonMessage
 from nexagauge.online.redact import redact, register_secret
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,21 @@ class DeadLetters:
             (HEADER_PAYLOAD, mode.encode()),
         ]
         await self.producer.send_and_wait(self.topic, value=value, key=key, headers=headers)
+
+    async def poison_record(self, rec: Any, p: PoisonMessage) -> None:
+        """:meth:`poison` for a consumed record (``ConsumerRecord``) that decoding rejected.
+
+        Example (not run: needs a producer): ``await dlq.poison_record(rec, poison)``.
+        """
+        await self.poison(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            key=rec.key,
+            value=rec.value,
+            reason=p.reason,
+            detail=p.detail,
+        )
 
     async def failed_evaluation(
         self,

@@ -44,6 +44,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from nexagauge.online.consumer import LagHooks
 from nexagauge.online.decode import PoisonMessage, _parse
 from nexagauge.online.dlq import DeadLetters
 from nexagauge.online.offsets import OffsetTracker
@@ -112,7 +113,7 @@ def _unexpected(e: Exception) -> PoisonMessage:
     return PoisonMessage("decode_error", f"{type(e).__name__}: {e}")
 
 
-class RekeyStage:
+class RekeyStage(LagHooks):
     """The consumer-loop handler of the re-key stage (see module docstring)."""
 
     def __init__(
@@ -201,15 +202,7 @@ class RekeyStage:
         log.warning("poison message %s/%d@%d: %s", rec.topic, rec.partition, rec.offset, p)
         if self.metrics is not None:
             self.metrics.dead_lettered(p.reason)
-        await self.dlq.poison(
-            topic=rec.topic,
-            partition=rec.partition,
-            offset=rec.offset,
-            key=rec.key,
-            value=rec.value,
-            reason=p.reason,
-            detail=p.detail,
-        )
+        await self.dlq.poison_record(rec, p)
 
     def _track(self, key: tuple[str, int], offset: int, aw: Any) -> None:
         fut = asyncio.ensure_future(aw)
@@ -242,11 +235,3 @@ class RekeyStage:
     async def drain(self, timeout_s: float) -> None:
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=timeout_s)
-
-    def report_lag(self, tp: TopicPartition, lag: int) -> None:
-        if self.metrics is not None:
-            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
-
-    def forget_lag(self, tp: TopicPartition) -> None:
-        if self.metrics is not None:
-            self.metrics.forget_partition(tp.topic, tp.partition)

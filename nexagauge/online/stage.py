@@ -33,6 +33,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online.assembly import Trace, TraceBuffer, Trigger
 from nexagauge.online.cases import CaseLifecycle, EmitterLike, StageStats, _Active
+from nexagauge.online.consumer import LagHooks
 from nexagauge.online.decode import (
     BASE_WANTED,
     DecodedBatch,
@@ -68,7 +69,7 @@ INLINE_EXTRACT_MAX_BYTES = 256 * 1024
 TICK_SLICE_S = 0.05
 
 
-class EvaluatorStage(CaseLifecycle):
+class EvaluatorStage(CaseLifecycle, LagHooks):
     """The evaluation stage handler (see module docstring)."""
 
     #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations)
@@ -209,15 +210,7 @@ class EvaluatorStage(CaseLifecycle):
             return  # no DLQ configured (unit tests): the message is simply done
         self.tracker.acquire(key, rec.offset)
         epoch = self.tracker.epoch(key)
-        coro = self.dlq.poison(
-            topic=rec.topic,
-            partition=rec.partition,
-            offset=rec.offset,
-            key=rec.key,
-            value=rec.value,
-            reason=p.reason,
-            detail=p.detail,
-        )
+        coro = self.dlq.poison_record(rec, p)
 
         def done(f: asyncio.Future[Any]) -> None:
             if not f.cancelled() and f.exception() is None:
@@ -471,14 +464,6 @@ class EvaluatorStage(CaseLifecycle):
                 "drain deadline: %d evaluations cancelled (re-delivered later)", len(pending)
             )
             await asyncio.gather(*pending, return_exceptions=True)
-
-    def report_lag(self, tp: TopicPartition, lag: int) -> None:
-        if self.metrics is not None:
-            self.metrics.set_consumer_lag(tp.topic, tp.partition, lag)
-
-    def forget_lag(self, tp: TopicPartition) -> None:
-        if self.metrics is not None:
-            self.metrics.forget_partition(tp.topic, tp.partition)
 
 
 def _large(trace: Trace) -> bool:
