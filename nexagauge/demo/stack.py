@@ -7,7 +7,8 @@ broker and an OTLP collector with a Kafka exporter, run as child processes on lo
 - :class:`EmbeddedCollector`: rotel, a Rust OpenTelemetry collector shipped in the ``rotel`` wheel,
   receiving OTLP (gRPC + HTTP) and exporting ``otlp_proto`` messages to Kafka, like the official
   collector's Kafka exporter. Its default batch (8,192 spans in one message) exceeds its own 1 MB
-  message limit and is dropped silently, so batches and the message limit are set explicitly.
+  message limit and is dropped silently, so batches (of spans and of log records, which carry the
+messages under the OpenTelemetry GenAI instrumentation) and the message limit are set explicitly.
 
 Both are :class:`ManagedProcess`: started with a free port, waited on until they accept
 connections, logged to a file, and always stopped (SIGTERM, then SIGKILL) by ``stop``/``with``.
@@ -73,7 +74,8 @@ class ManagedProcess:
         self.dir = Path(tempfile.mkdtemp(prefix=f"nexagauge-{self.name}-"))
         self.log = self.dir / f"{self.name}.log"
 
-    def spawn(self, argv: list[str], port: int, env: dict[str, str] | None = None) -> None:
+    def spawn(self, argv: list[str], *ports: int, env: dict[str, str] | None = None) -> None:
+        """Start ``argv`` (log to :attr:`log`) and wait until it listens on every one of ``ports``."""
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(
                 argv,
@@ -85,7 +87,8 @@ class ManagedProcess:
                 start_new_session=True,  # a Ctrl-C in the terminal is handled by us, not it
             )
         try:
-            wait_port(port, self.proc, self.log, self.name)
+            for port in ports:
+                wait_port(port, self.proc, self.log, self.name)
         except BaseException:
             self.stop()
             raise
@@ -203,12 +206,14 @@ class EmbeddedCollector(ManagedProcess):
             str(batch_max_spans),
             "--traces-batch-timeout",
             f"{batch_timeout_ms}ms",
+            "--logs-batch-max-size",
+            str(batch_max_spans),
             "--logs-batch-timeout",
             f"{batch_timeout_ms}ms",
         ]
         if logs_topic:
             argv += ["--kafka-exporter-logs-topic", logs_topic]
-        self.spawn(argv, self.grpc_port)
+        self.spawn(argv, self.grpc_port, self.http_port)
 
     @property
     def otlp_grpc_endpoint(self) -> str:
