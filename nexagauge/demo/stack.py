@@ -64,6 +64,25 @@ def _tail(log: Path, n: int = 1500) -> str:
         return "(no log)"
 
 
+def stop_process(p: subprocess.Popen[Any], timeout: float = 5.0) -> int:
+    """Stop a child process for sure: SIGTERM, up to ``timeout`` s to exit, then SIGKILL; returns
+    its exit status (negative: the signal). An exited process is left as it is.
+
+    Example (not run: needs a child)::
+
+        proc = subprocess.Popen(["sleep", "60"])
+        stop_process(proc, timeout=10)  # -15
+    """
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=timeout)
+    return int(p.returncode)
+
+
 class ManagedProcess:
     """A child process with a log file in its own temp dir, stopped for sure on exit."""
 
@@ -99,14 +118,8 @@ class ManagedProcess:
 
     def stop(self, timeout: float = 5.0) -> None:
         p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            return
-        p.terminate()
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=timeout)
+        if p is not None:
+            stop_process(p, timeout)
 
     def cleanup(self) -> None:
         self.stop()

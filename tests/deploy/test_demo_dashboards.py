@@ -37,6 +37,8 @@ from support.prometheus import (
     without_data,
 )
 
+from nexagauge.demo.stack import stop_process
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 JOB = "nexagauge-evaluator"
@@ -96,12 +98,7 @@ def demo(prometheus_bin: str) -> Iterator[dict[str, Any]]:
             time.sleep(3)  # a few more scrapes and rule evaluations
             yield {"prom": prom, "lines": lines, "proc": proc}
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_process(proc, timeout=60)
 
 
 def test_every_dashboard_query_returns_data_on_the_demo_stack(demo: dict[str, Any]) -> None:

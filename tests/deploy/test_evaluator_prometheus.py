@@ -42,6 +42,7 @@ from support.prometheus import (
     without_data,
 )
 
+from nexagauge.demo.stack import stop_process
 from nexagauge.sdk import conventions as C
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -202,12 +203,7 @@ def stack(
                 time.sleep(3)  # a few more scrapes and rule evaluations on the final counters
                 yield {"prom": prom, "produced": produced, "rx": rx, "log": log, "judge": judge}
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_process(proc, timeout=30)
 
 
 def _empty(stack: dict[str, Any], sources: list[PromQLSource]) -> set[str]:

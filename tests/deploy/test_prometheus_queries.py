@@ -28,6 +28,8 @@ from support.prometheus import (
     without_data,
 )
 
+from nexagauge.demo.stack import stop_process
+
 pytestmark = pytest.mark.integration
 
 EXPORTER = Path(__file__).with_name("metrics_exporter.py")
@@ -58,12 +60,7 @@ def exporter() -> Iterator[str]:
         assert line.startswith("ready "), f"exporter did not start: {line!r} {err}"
         yield f"127.0.0.1:{int(line.split()[1])}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc, timeout=10)
 
 
 @pytest.fixture(scope="module")

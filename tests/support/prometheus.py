@@ -44,6 +44,8 @@ from typing import Any, Literal
 
 import yaml
 
+from nexagauge.demo.stack import stop_process
+
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS_DIR = REPO / "dashboards" / "grafana" / "dashboards"
 RULES_DIR = REPO / "dashboards" / "prometheus" / "rules"
@@ -183,13 +185,8 @@ class PrometheusServer:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=10)
+        if self._proc is not None:
+            stop_process(self._proc, timeout=10)
         self._proc = None
         if self._tmp is not None:
             self._tmp.cleanup()
