@@ -6,7 +6,10 @@ Two sets, both split by item into a *calibration* and a *held-out* half:
   style, 512 + 448 pairs);
 - ``v2``: ``tests/data/local_judge_v2/`` (written separately, in deliberately varied styles:
   answers of several sentences with pronouns, lists, hedges, units, same-subject trivia,
-  contradictions, absent facts).
+  contradictions, absent facts);
+- ``v3``: ``tests/data/local_judge_v3/`` (four more writers who saw only the labelling rule,
+  each in the style of one kind of production assistant: consumer support, technical, health
+  and science, everyday).
 
 Claims are judged the way the nodes do it: one call per case with the answer's sentences in
 answer order (so a sentence can lean on the one before). Fully offline::
@@ -40,6 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 V2 = Path(os.environ.get("NEXAGAUGE_JUDGE_V2_DATA", DATA / "local_judge_v2"))
+SETS = ("v1", "v2", "v3")
 #: accuracy the held-out halves must reach (issue 17: >= 0.88 on text unlike the calibration set)
 TARGET_ACCURACY = 0.88
 #: the older, easier set keeps its own bar on clear pairs
@@ -63,7 +67,10 @@ POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 
 def load_rows(dataset: str, task: str) -> list[dict[str, Any]]:
     """Rows of one set and task, each with ``set``; v2 rows keep their answer ``position``."""
-    path = DATA / f"{task}_pairs.jsonl" if dataset == "v1" else V2 / f"{task}.jsonl"
+    if dataset == "v1":
+        path = DATA / f"{task}_pairs.jsonl"
+    else:
+        path = (V2 if dataset == "v2" else DATA / f"local_judge_{dataset}") / f"{task}.jsonl"
     if not path.is_file():
         return []
     rows = [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
@@ -101,7 +108,7 @@ def _cases(rows: list[dict[str, Any]], task: str) -> dict[tuple[str, str, str], 
     return out
 
 
-async def prepare(judge: LocalJudge | None = None, sets: Sequence[str] = ("v1", "v2")) -> Prepared:
+async def prepare(judge: LocalJudge | None = None, sets: Sequence[str] = SETS) -> Prepared:
     judge = judge or LocalJudge()
     prep = Prepared()
     for task in ("relevance", "grounding"):
@@ -235,11 +242,11 @@ def write_calibrated(thr: LocalThresholds) -> None:
 
 
 def meets_targets(rows: list[Row]) -> bool:
-    """v2 (unlike the calibration text): accuracy >= TARGET_ACCURACY per task; v1 clear pairs
-    >= TARGET_V1_CLEAR."""
+    """v2 and v3 (unlike the calibration text): accuracy >= TARGET_ACCURACY per task; v1 clear
+    pairs >= TARGET_V1_CLEAR."""
     ok = True
     for r in rows:
-        if r.set == "v2" and r.subset == "all":
+        if r.set in ("v2", "v3") and r.subset == "all":
             ok &= r.stats.accuracy >= TARGET_ACCURACY
         if r.set == "v1" and r.subset == "clear":
             ok &= r.stats.accuracy >= TARGET_V1_CLEAR

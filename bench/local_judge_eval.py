@@ -1,14 +1,16 @@
-"""Accuracy of the local judge on the second labelled set (issue 17), with confidence intervals.
+"""Accuracy of the local judge on the v2 / v3 labelled sets (issue 17), with confidence intervals.
 
 Runs the judge exactly as the ``relevance`` / ``grounding`` nodes do (``judge_claims`` through
 the judge protocol, one call per case with all of the answer's sentences in answer order, so a
-judge may use earlier sentences) on one split of ``tests/data/local_judge_v2/`` and reports,
+judge may use earlier sentences) on one split of ``tests/data/local_judge_v2/`` (or ``_v3/``
+with ``--set v3``) and reports,
 per task: accuracy with a 95% Wilson interval, Cohen's kappa, precision/recall of the positive
 label, and accuracy with its interval per ``kind``. Fully offline::
 
     HF_HUB_OFFLINE=1 python bench/local_judge_eval.py                      # held-out split
     HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --split calibration  # the other half
     HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --errors --json out.json
+    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v3             # the third set
 
 The held-out split is for reporting only: calibrate on ``--split calibration`` (see
 :func:`load`). The numbers in ``docs/local-judge.md`` ("Evaluation set v2") come from this script.
@@ -34,12 +36,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "local_judge_v2"
+SETS = ("v2", "v3")
 TASKS = ("relevance", "grounding")
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 Z95 = 1.959963984540054
 
 
-def load(task: str, split: str | None = None) -> list[dict[str, Any]]:
+def set_dir(dataset: str) -> Path:
+    """The directory of a labelled set (``v2``: ``tests/data/local_judge_v2``)."""
+    if dataset not in SETS:
+        raise ValueError(f"set must be one of {SETS}, got {dataset!r}")
+    return DATA.parent / f"local_judge_{dataset}"
+
+
+def load(task: str, split: str | None = None, dataset: str = "v2") -> list[dict[str, Any]]:
     """Rows of ``task`` (one per sentence), only those of ``split`` when given.
 
     Example:
@@ -49,7 +59,7 @@ def load(task: str, split: str | None = None) -> list[dict[str, Any]]:
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    path = DATA / f"{task}.jsonl"
+    path = set_dir(dataset) / f"{task}.jsonl"
     rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
     return [r for r in rows if split is None or r["split"] == split]
 
@@ -222,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--split", choices=["heldout", "calibration", "all"], default="heldout")
     ap.add_argument("--task", choices=[*TASKS, "both"], default="both")
+    ap.add_argument("--set", choices=SETS, default="v2", help="which labelled set")
     ap.add_argument("--json", type=Path, help="write the full report (with errors) here")
     ap.add_argument("--errors", action="store_true", help="print every misjudged sentence")
     ap.add_argument("--config", type=Path, help="nexa-gauge TOML config (embeddings, ...)")
@@ -232,12 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     reports = []
     for task in tasks:
-        rows = load(task, split)
+        rows = load(task, split, args.set)
         pred = asyncio.run(predict(judge, task, rows))
         reports.append(report(task, args.split, rows, pred))
     elapsed = time.perf_counter() - t0
     meta = judge.result_meta()
-    print(f"judge {json.dumps(meta)}; {elapsed:.1f}s")
+    print(f"set {args.set}; judge {json.dumps(meta)}; {elapsed:.1f}s")
     print(table(reports))
     if args.errors:
         for r in reports:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 
+from nexagauge.judge.local_lexical import _stem, content_words, wordset
+
 _WORD = re.compile(r"[a-z0-9']+")
 
 
@@ -74,6 +76,7 @@ _REASON = re.compile(
 )
 _PLACE = re.compile(
     r"\b(?:in|at|on|near|from|inside|outside|under|behind|beside|between)\s+(?:the\s+)?[A-Z]"
+    r"|^(?:\w+\s+)?(?:in|at|on|inside|near|under)\s+(?:the|a|an|your|its|their)\s+[a-z]+\W*$"
     r"|\b(?:north|south|east|west|centre|center|room|city|country|office|floor|building)\b",
 )
 _VERDICT = re.compile(
@@ -88,129 +91,18 @@ _ADVICE = re.compile(
     re.I,
 )
 #: common verbs that start an instruction ("Run git reset", "Restart the router")
-_IMPERATIVES = frozenset(
-    [
-        "add",
-        "adjust",
-        "aim",
-        "allow",
-        "apply",
-        "ask",
-        "avoid",
-        "back",
-        "bake",
-        "boil",
-        "book",
-        "bring",
-        "buy",
-        "call",
-        "cancel",
-        "change",
-        "check",
-        "choose",
-        "clean",
-        "clear",
-        "click",
-        "close",
-        "compare",
-        "consider",
-        "contact",
-        "cook",
-        "copy",
-        "cover",
-        "cut",
-        "delete",
-        "disable",
-        "do",
-        "don't",
-        "download",
-        "drink",
-        "eat",
-        "enable",
-        "enter",
-        "expect",
-        "fill",
-        "find",
-        "finish",
-        "fix",
-        "follow",
-        "freeze",
-        "get",
-        "give",
-        "go",
-        "hold",
-        "increase",
-        "install",
-        "keep",
-        "leave",
-        "let",
-        "limit",
-        "look",
-        "make",
-        "mix",
-        "move",
-        "never",
-        "open",
-        "pay",
-        "pick",
-        "place",
-        "plant",
-        "plug",
-        "press",
-        "prune",
-        "put",
-        "read",
-        "reduce",
-        "refresh",
-        "remove",
-        "rename",
-        "repeat",
-        "replace",
-        "request",
-        "reset",
-        "rest",
-        "restart",
-        "return",
-        "rinse",
-        "run",
-        "save",
-        "schedule",
-        "select",
-        "send",
-        "set",
-        "shut",
-        "sign",
-        "soak",
-        "start",
-        "stay",
-        "stir",
-        "stop",
-        "store",
-        "submit",
-        "switch",
-        "take",
-        "talk",
-        "tell",
-        "test",
-        "try",
-        "turn",
-        "type",
-        "unplug",
-        "update",
-        "upgrade",
-        "use",
-        "wait",
-        "wash",
-        "watch",
-        "water",
-        "wear",
-        "write",
-        "always",
-        "first",
-        "then",
-        "next",
-        "finally",
-    ]
+_IMPERATIVES = wordset(
+    """
+    add adjust aim allow apply ask avoid back bake boil book bring buy call cancel change
+    check choose clean clear click close compare consider contact cook copy cover cut
+    delete disable do don't download drink eat enable enter expect fill find finish fix
+    follow freeze get give go hold increase install keep leave let limit look make mix
+    move never open pay pick place plant plug press prune put read reduce refresh remove
+    rename repeat replace request reset rest restart return rinse run save schedule select
+    send set shut sign soak start stay stir stop store submit switch take talk tell test
+    try turn type unplug update upgrade use wait wash watch water wear write always first
+    then next finally
+    """
 )
 _QTYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("frequency", re.compile(r"\bhow (?:often|frequently)\b|\bhow many times\b", re.I)),
@@ -329,88 +221,19 @@ def answer_types(sentence: str) -> set[str]:
 #: two capitalised words in a row: a full name ("Jane Austen"), unless the first is a function
 #: word that merely starts the sentence ("The Eiffel ...")
 _FULL_NAME = re.compile(r"\b([A-Z][a-z]+) [A-Z][a-z]+\b")
-_NOT_NAMES = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "this",
-        "that",
-        "these",
-        "those",
-        "it",
-        "its",
-        "in",
-        "on",
-        "at",
-        "for",
-        "from",
-        "to",
-        "by",
-        "with",
-        "and",
-        "or",
-        "but",
-        "if",
-        "when",
-        "while",
-        "after",
-        "before",
-        "since",
-        "as",
-        "our",
-        "your",
-        "their",
-        "his",
-        "her",
-        "my",
-        "we",
-        "you",
-        "they",
-    ]
+_NOT_NAMES = wordset(
+    """
+    the a an this that these those it its in on at for from to by with and or but if when
+    while after before since as our your their his her my we you they
+    """
 )
 
-_CONTINUATION_START = frozenset(
-    [
-        "it",
-        "it's",
-        "its",
-        "they",
-        "they're",
-        "their",
-        "them",
-        "this",
-        "that",
-        "that's",
-        "these",
-        "those",
-        "he",
-        "she",
-        "his",
-        "her",
-        "both",
-        "also",
-        "however",
-        "but",
-        "and",
-        "so",
-        "then",
-        "otherwise",
-        "instead",
-        "plus",
-        "even",
-        "still",
-        "which",
-        "such",
-        "there",
-        "here",
-        "the",
-        "latter",
-        "former",
-        "either",
-        "neither",
-        "each",
-    ]
+_CONTINUATION_START = wordset(
+    """
+    it it's its they they're their them this that that's these those he she his her both
+    also however but and so then otherwise instead plus even still which such there here
+    the latter former either neither each
+    """
 )
 
 
@@ -465,13 +288,57 @@ _FILLER = re.compile(
 
 
 def is_filler(sentence: str) -> bool:
-    """Pleasantries and sign-offs that state nothing checkable.
+    """Pleasantries, sign-offs and questions back to the user: they state nothing checkable.
 
     Example:
-        >>> is_filler("Happy baking!"), is_filler("Bake it at 250 degrees.")
-        (True, False)
+        >>> is_filler("Happy baking!"), is_filler("Which library do you use?")
+        (True, True)
+        >>> is_filler("Bake it at 250 degrees.")
+        False
     """
     s = sentence.strip()
-    if _FILLER.search(s):
+    if _FILLER.search(s) or s.endswith("?"):
         return True
     return s.endswith("!") and len(_words(s)) <= 6 and not _NUMBER.search(s)
+
+
+#: a sentence that opens with a goal of its own ("To change only the message, ...", "If you'd
+#: like a higher limit, ...", "While you're in there, ...")
+_GOAL_FRAME = re.compile(
+    r"^(?:to|in order to|if you(?:'d| would)? (?:want|like|need|wish|prefer|plan)(?: to)?"
+    r"|when you (?:want|need) to|while you(?:'re| are) (?:at it|in there|there))\b([^,;:]*)[,;:]",
+    re.I,
+)
+
+
+def goal_shift(sentence: str, question: str) -> bool:
+    """The sentence serves a goal of its own that the question does not name: it answers a
+    neighbouring question (a tangent), however similar its words.
+
+    Example:
+        >>> q = "How do I undo my last commit but keep the changes?"
+        >>> goal_shift("To change only the commit message, use git commit --amend.", q)
+        True
+        >>> goal_shift("To undo it but keep the changes, run git reset --soft HEAD~1.", q)
+        False
+    """
+    m = _GOAL_FRAME.match(sentence.strip())
+    if m is None:
+        return False
+    goal = [_stem(w) for w in content_words(m.group(1))]
+    if not goal:  # "While you're in there, ..." announces an aside
+        return m.group(0).lower().startswith("while")
+    asked = {_stem(w) for w in content_words(question)}
+    return sum(1 for w in goal if w in asked) / len(goal) < 0.5
+
+
+def is_short(sentence: str) -> bool:
+    """A fragment of at most four words ("6379.", "15 minutes.", "Mostly in the leaves."):
+    people answer questions elliptically; such a sentence carries too little text for its
+    similarity to the question to mean much.
+
+    Example:
+        >>> is_short("15 minutes."), is_short("The maximum timeout is 15 minutes.")
+        (True, False)
+    """
+    return len(_words(sentence)) <= 4

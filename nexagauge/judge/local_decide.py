@@ -35,8 +35,10 @@ from nexagauge.judge.local_contra import antonym_conflicts, overgeneralises
 from nexagauge.judge.local_cues import (
     SATISFIES,
     answer_types,
+    goal_shift,
     is_continuation,
     is_filler,
+    is_short,
     is_trivia,
     question_type,
 )
@@ -56,7 +58,7 @@ from nexagauge.judge.local_lexical import (
 
 RELEVANCE_FEATURES = (
     "sim", "ctx_gain", "sim_gap", "sim_vs_mean", "cohesion", "type_match", "type_missing",
-    "trivia", "filler", "continuation", "overlap",
+    "trivia", "filler", "continuation", "overlap", "goal_shift", "short",
 )  # fmt: skip
 GROUNDING_FEATURES = (
     "sim", "qsim", "ctx_gain", "coverage", "coverage_all", "missing_words", "missing_numbers",
@@ -95,36 +97,38 @@ CALIBRATED_FOR = "local:multilingual-e5-small-q4"
 #: test_calibration.py`` fails if they drift).
 CALIBRATED = LocalThresholds(
     relevance=LinearModel(
-        bias=-26.632,
+        bias=-26.069,
         weights=(
-            ("sim", 32.891),
-            ("ctx_gain", 26.059),
-            ("sim_gap", -1.845),
-            ("sim_vs_mean", 5.637),
-            ("cohesion", 62.078),
-            ("type_match", 0.733),
-            ("type_missing", -0.266),
-            ("trivia", -0.845),
-            ("filler", -4.329),
-            ("continuation", -0.873),
-            ("overlap", -0.55),
+            ("sim", 32.41),
+            ("ctx_gain", 19.381),
+            ("sim_gap", -2.905),
+            ("sim_vs_mean", -2.113),
+            ("cohesion", 71.492),
+            ("type_match", 0.538),
+            ("type_missing", -0.314),
+            ("trivia", -1.27),
+            ("filler", -6.307),
+            ("continuation", -0.381),
+            ("overlap", -1.276),
+            ("goal_shift", -2.82),
+            ("short", 2.584),
         ),
     ),
     grounding=LinearModel(
-        bias=-24.881,
+        bias=-21.801,
         weights=(
-            ("sim", 18.761),
-            ("qsim", 13.462),
-            ("ctx_gain", 10.603),
-            ("coverage", -0.795),
-            ("coverage_all", -3.108),
-            ("missing_words", -0.356),
-            ("missing_numbers", -2.818),
-            ("missing_entities", -2.216),
-            ("negation_mismatch", -0.37),
-            ("antonyms", -1.551),
-            ("overgeneral", -1.821),
-            ("fully_covered", 0.804),
+            ("sim", 17.328),
+            ("qsim", 9.88),
+            ("ctx_gain", 11.784),
+            ("coverage", 0.427),
+            ("coverage_all", -2.8),
+            ("missing_words", -0.21),
+            ("missing_numbers", -2.162),
+            ("missing_entities", -1.359),
+            ("negation_mismatch", -0.537),
+            ("antonyms", -1.099),
+            ("overgeneral", -1.07),
+            ("fully_covered", 0.648),
         ),
     ),
 )  # fmt: skip
@@ -148,6 +152,10 @@ class RelevanceFeatures:
     filler: float = 0.0
     continuation: float = 0.0
     overlap: float = 0.0
+    #: opens with a goal the question does not name ("To change only the message, ...")
+    goal_shift: float = 0.0
+    #: a fragment of at most four words ("15 minutes."): little text to compare
+    short: float = 0.0
 
     def vector(self) -> dict[str, float]:
         return {n: float(getattr(self, n)) for n in RELEVANCE_FEATURES}
@@ -263,6 +271,8 @@ def relevance_features(
                 filler=float(is_filler(text)),
                 continuation=float(cont),
                 overlap=min(1.0, overlap),
+                goal_shift=float(goal_shift(text, question)),
+                short=float(is_short(text)),
             )
         )
     return out

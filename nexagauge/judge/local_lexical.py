@@ -16,162 +16,30 @@ import re
 
 #: version of the built-in word lists (stop words, negations, number words, hedges); recorded in
 #: results as ``lexicon``
-LEXICON = "builtin.v1"
+LEXICON = "builtin.v2"
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "if",
-        "then",
-        "than",
-        "so",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "without",
-        "within",
-        "into",
-        "onto",
-        "over",
-        "under",
-        "about",
-        "above",
-        "below",
-        "after",
-        "before",
-        "during",
-        "between",
-        "among",
-        "through",
-        "across",
-        "per",
-        "via",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "am",
-        "do",
-        "does",
-        "did",
-        "doing",
-        "done",
-        "have",
-        "has",
-        "had",
-        "having",
-        "can",
-        "could",
-        "may",
-        "might",
-        "must",
-        "shall",
-        "should",
-        "will",
-        "would",
-        "it",
-        "its",
-        "it's",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "their",
-        "they",
-        "them",
-        "he",
-        "she",
-        "his",
-        "her",
-        "him",
-        "we",
-        "our",
-        "us",
-        "you",
-        "your",
-        "i",
-        "me",
-        "my",
-        "mine",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "all",
-        "any",
-        "each",
-        "every",
-        "some",
-        "most",
-        "more",
-        "less",
-        "many",
-        "much",
-        "few",
-        "other",
-        "such",
-        "same",
-        "own",
-        "only",
-        "also",
-        "just",
-        "very",
-        "too",
-        "as",
-        "not",
-        "no",
-        "nor",
-        "never",
-        "none",
-        "up",
-        "down",
-        "out",
-        "off",
-        "again",
-        "further",
-        "once",
-        "both",
-        "either",
-        "neither",
-        "one's",
-        "let",
-        "lets",
-        "get",
-        "gets",
-        "got",
-        "make",
-        "makes",
-        "made",
-        "use",
-        "used",
-        "using",
-        "like",
-        "e.g",
-        "i.e",
-        "etc",
-        "vs",
-    ]
+
+def wordset(text: str) -> frozenset[str]:
+    """A word list written as whitespace-separated text (easier to read and review)."""
+    return frozenset(text.split())
+
+
+_STOP = wordset(
+    """
+    a an the and or but if then than so of in on at to for from by with without within
+    into onto over under about above below after before during between among through
+    across per via is are was were be been being am do does did doing done have has had
+    having can could may might must shall should will would it its it's this that these
+    those there here their they them he she his her him we our us you your i me my mine
+    what which who whom whose when where why how all any each every some most more less
+    many much few other such same own only also just very too as not no nor never none up
+    down out off again further once both either neither one's let lets get gets got make
+    makes made use used using like e.g i.e etc vs
+    """
+) | wordset(  # discourse and light words that carry no checkable content (lexicon v2)
+    """yes yeah okay ok since because while though although still yet even instead rather
+    whether however therefore thus already now until unless whichever whenever wherever
+    whatever anyway actually really quite around else means mean meaning go goes going"""
 )
 _NEGATIONS = frozenset(
     [
@@ -343,8 +211,10 @@ def content_words(text: str) -> list[str]:
     out = []
     for t in _tokens(text):
         lw = t.lower()
+        base, _, tail = lw.partition("'")
         if (
             lw in _STOP
+            or (tail and (base in _STOP or tail == "t"))  # "you're", "won't": no content
             or lw in _NEGATIONS
             or len(lw) < 2
             or lw.replace(",", "").replace(".", "").isdigit()

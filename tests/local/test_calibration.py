@@ -19,8 +19,14 @@ import pytest
 from nexagauge.judge.local import CALIBRATED, LinearModel, LocalJudge
 
 ROOT = Path(__file__).resolve().parents[2]
-#: measured held-out accuracy of the shipped models on the v2 set, rounded down (no regression)
-V2_FLOOR = {"relevance": 0.80, "grounding": 0.69}
+#: measured held-out accuracy of the shipped models on the v2 and v3 sets, rounded down (no
+#: regression; docs/local-judge.md has the figures)
+FLOOR = {
+    ("v2", "relevance"): 0.80,
+    ("v2", "grounding"): 0.70,
+    ("v3", "relevance"): 0.83,
+    ("v3", "grounding"): 0.73,
+}
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -84,7 +90,8 @@ def test_calibration_reproduces_the_models_and_meets_the_floors(prepared: object
         # the older, one-style set: clear pairs keep their 0.85 bar
         v1 = stats[("v1", task, "clear")]
         assert v1.n >= 100 and v1.accuracy >= bench.TARGET_V1_CLEAR, (task, v1)
-        # the varied set: the measured held-out accuracy may not regress (the 0.88
+        # the varied sets: the measured held-out accuracy may not regress (the 0.88
         # target is not reached yet: docs/local-judge.md gives the numbers and intervals)
-        v2 = stats[("v2", task, "all")]
-        assert v2.n >= 250 and v2.accuracy >= V2_FLOOR[task], (task, v2)
+        for dataset in ("v2", "v3"):
+            s = stats[(dataset, task, "all")]
+            assert s.n >= 250 and s.accuracy >= FLOOR[(dataset, task)], (dataset, task, s)

@@ -1,7 +1,7 @@
-"""The second labelled set of the local judge (issue 17) is well-formed (fast: no model).
+"""The second and third labelled sets of the local judge (issue 17) are well-formed (fast: no model).
 
-Checks what ``docs/local-judge.md`` ("Evaluation set v2") promises about
-``tests/data/local_judge_v2/``: the committed files are exactly what the builder makes from the
+Checks what ``docs/local-judge.md`` ("Evaluation sets v2 and v3") promises about
+``tests/data/local_judge_v2/`` and ``local_judge_v3/``: the committed files are exactly what the builder makes from the
 hand-written source, every row has the schema and a valid label, splits are by case (no question
 or context text in both halves), both halves hold both labels and every frequent kind, the set is
 big enough, and sentences tagged ``paraphrase_no_shared_word`` really share no content word with
@@ -90,14 +90,23 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in words if w not in _STOP and len(w) > 2}
 
 
-@pytest.fixture(scope="module", params=builder.TASKS)
+SET_TASKS = [(s, t) for s in evalmod.SETS for t in builder.TASKS]
+
+
+@pytest.fixture(scope="module", params=SET_TASKS, ids=[f"{s}-{t}" for s, t in SET_TASKS])
 def task_rows(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
-    return request.param, evalmod.load(request.param)
+    dataset, task = request.param
+    rows = evalmod.load(task, None, dataset)
+    assert builder.build(task, evalmod.set_dir(dataset)) == rows, (
+        f"run: python tests/data/local_judge_v2/build.py {evalmod.set_dir(dataset)}"
+    )
+    return task, rows
 
 
 def test_committed_files_match_the_builder(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
-    task, rows = task_rows
-    assert builder.build(task) == rows, "run: python tests/data/local_judge_v2/build.py"
+    task, rows = task_rows  # the fixture compared them to what the builder makes
+    prefix = "rel" if task == "relevance" else "grd"
+    assert rows and all(r["id"].startswith(prefix) for r in rows)
 
 
 def test_schema_labels_and_order(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
@@ -139,10 +148,12 @@ def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[s
             ), key
 
 
-def test_every_case_has_a_frozen_half() -> None:
+@pytest.mark.parametrize("dataset", evalmod.SETS)
+def test_every_case_has_a_frozen_half(dataset: str) -> None:
     """A published case never changes half: the source names it (``build.py --freeze``)."""
     for task in builder.TASKS:
-        cases = builder.parse(task, (builder.SRC / f"{task}.txt").read_text("utf-8"))
+        src = evalmod.set_dir(dataset) / "src" / f"{task}.txt"
+        cases = builder.parse(task, src.read_text("utf-8"))
         assert [c.id for c in cases if c.split is None] == []
         # appending a case without a half moves no earlier case
         extra = builder.Case("zz-new", "x", 0, None, "q?", "c.", [("direct", "A new one.", True)])

@@ -59,6 +59,29 @@ def test_negation_and_content_words() -> None:
     assert negation_count("It is not open and they don't know; never.") == 3
     assert negation_count("It is open.") == 0
     assert content_words("The tower is 330 metres tall.") == ["tower", "metres", "tall"]
+    # contractions and discourse words carry nothing to check (lexicon v2): "you're" and
+    # "won't" once counted as content words the context lacked
+    assert content_words("Since you're past it, it won't cost anything; that's why.") == [
+        "past",
+        "cost",
+        "anything",
+    ]
+    assert content_words("The cat's bowl isn't full.") == ["cat's", "bowl", "full"]
+
+
+def test_relevance_cues_goal_shift_short_answers_and_questions_back() -> None:
+    from nexagauge.judge.local_cues import goal_shift, is_filler, is_short
+
+    q = "How do I undo my last commit but keep the changes?"
+    assert goal_shift("To change only the commit message, use git commit --amend.", q)
+    assert goal_shift("If you'd like a higher credit limit, ask after six months.", q)
+    assert goal_shift("While you're in there, bump shared_buffers too.", q)
+    assert not goal_shift("To undo it but keep the changes, run git reset --soft HEAD~1.", q)
+    assert not goal_shift("Run git reset --soft HEAD~1 to keep the changes.", q)
+    assert is_short("6379.") and is_short("Mostly in the leaves.")
+    assert not is_short("Redis listens on port 6379 by default.")
+    assert is_filler("Which HTTP library are you using, by the way?")
+    assert not is_filler("Back off and retry later.")
 
 
 def test_grounding_checks_catch_hard_negatives_despite_high_similarity() -> None:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE / "src"
+SRC = HERE / "src"  # the v2 source; other sets: <set dir>/src
 TASKS = ("relevance", "grounding")
 LABELS = {"relevance": ("on_topic", "off_topic"), "grounding": ("supported", "unsupported")}
 SPLITS = ("calibration", "heldout")
@@ -211,9 +211,17 @@ def assign_splits(cases: list[Case]) -> dict[str, str]:
     return out
 
 
-def freeze(task: str) -> int:
+def set_number(root: Path) -> str:
+    """``"2"`` for ``local_judge_v2``: the digits ending the set directory's name (row id prefix)."""
+    m = re.search(r"(\d+)$", root.name)
+    if m is None:
+        raise ValueError(f"{root}: a labelled set directory is named like local_judge_v2")
+    return m.group(1)
+
+
+def freeze(task: str, root: Path = HERE) -> int:
     """Write the half of every case that has none into ``src/<task>.txt``; returns how many."""
-    path = SRC / f"{task}.txt"
+    path = root / "src" / f"{task}.txt"
     text = path.read_text("utf-8")
     cases = parse(task, text)
     split = assign_splits(cases)
@@ -227,11 +235,12 @@ def freeze(task: str) -> int:
     return len(todo)
 
 
-def rows_of(task: str, cases: list[Case]) -> list[dict[str, Any]]:
-    """The output rows of ``task`` (one per sentence), cases in source order."""
+def rows_of(task: str, cases: list[Case], number: str = "2") -> list[dict[str, Any]]:
+    """The output rows of ``task`` (one per sentence), cases in source order; row ids start
+    with ``rel<number>-`` / ``grd<number>-``."""
     split = assign_splits(cases)
     pos_label, neg_label = LABELS[task]
-    prefix = "rel2" if task == "relevance" else "grd2"
+    prefix = ("rel" if task == "relevance" else "grd") + number
     rows: list[dict[str, Any]] = []
     for c in cases:
         answer = [t for _, t, _ in c.sentences]
@@ -260,24 +269,28 @@ def rows_of(task: str, cases: list[Case]) -> list[dict[str, Any]]:
     return rows
 
 
-def build(task: str) -> list[dict[str, Any]]:
-    """Rows of ``task`` built from ``src/<task>.txt``."""
-    return rows_of(task, parse(task, (SRC / f"{task}.txt").read_text("utf-8")))
+def build(task: str, root: Path = HERE) -> list[dict[str, Any]]:
+    """Rows of ``task`` built from ``<root>/src/<task>.txt`` (``root``: the set's directory)."""
+    cases = parse(task, (root / "src" / f"{task}.txt").read_text("utf-8"))
+    return rows_of(task, cases, set_number(root))
 
 
-def output_path(task: str) -> Path:
-    return HERE / f"{task}.jsonl"
+def output_path(task: str, root: Path = HERE) -> Path:
+    return root / f"{task}.jsonl"
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args not in ([], ["--freeze"]):
-        raise SystemExit("usage: build.py [--freeze]")
+    args = list(sys.argv[1:] if argv is None else argv)
+    do_freeze = "--freeze" in args
+    rest = [a for a in args if a != "--freeze"]
+    if len(rest) > 1 or any(a.startswith("-") for a in rest):
+        raise SystemExit("usage: build.py [--freeze] [SET_DIR]  (default: this directory, v2)")
+    root = Path(rest[0]).resolve() if rest else HERE
     for task in TASKS:
-        if args:
-            print(f"{task}: froze the half of {freeze(task)} new cases")
-        rows = build(task)
-        output_path(task).write_text(
+        if do_freeze:
+            print(f"{task}: froze the half of {freeze(task, root)} new cases")
+        rows = build(task, root)
+        output_path(task, root).write_text(
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8"
         )
         by = Counter((r["split"], r["label"]) for r in rows)
