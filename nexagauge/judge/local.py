@@ -66,6 +66,7 @@ from nexagauge.judge.local_decide import (
     band,
     decide_grounding,
     decide_relevance,
+    evidence_order,
     grounding_features,
     relevance_features,
 )
@@ -113,7 +114,7 @@ __all__ = [
 #: version of the local judge's method; goes into cache keys via ``CallInfo.prompt``
 LOCAL_JUDGE_VERSION = "local.v2"
 #: version of the calibration data and procedure behind :data:`CALIBRATED`
-CALIBRATION_VERSION = "cal.2026-11-b"
+CALIBRATION_VERSION = "cal.2026-11-c"
 
 #: runs ``fn(*args)`` off the event loop (``Runtime.to_thread``; default ``asyncio.to_thread``)
 Offload = Callable[..., Awaitable[Any]]
@@ -210,7 +211,7 @@ class LocalJudge:
 
         Example:
             >>> LocalJudge(embedder=my_embedder).describe()          # doctest: +SKIP
-            'local:multilingual-e5-small-q4 lexicon=builtin.v2 calibration=cal.2026-11-b'
+            'local:multilingual-e5-small-q4 lexicon=builtin.v2 calibration=cal.2026-11-c'
         """
         m = self.result_meta()
         return f"{m['embedder']} lexicon={m['lexicon']} calibration={m['calibration']}"
@@ -356,14 +357,20 @@ class LocalJudge:
         cv = passages[: len(ctx)]
         sim = passages[len(ctx) : len(ctx) + len(texts)] @ cv.T
         jsim = passages[len(ctx) + len(texts) :] @ cv.T
-        qsim = (await self._queries(texts)) @ cv.T
         gains = [0.0] * len(texts)
         for k, i in enumerate(joined):
             gains[i] = max(0.0, float(jsim[k].max()) - float(sim[i].max()))
         n_ev = self.thresholds.evidence_sentences
+        # the evidence sentences as queries, each once (shared by the claims it is evidence for)
+        orders = [evidence_order(sim[i], n_ev) for i in range(len(texts))]
+        need = sorted({j for o in orders for j in o})
+        qv = await self._queries([ctx[j] for j in need])
+        row = {j: k for k, j in enumerate(need)}
+        claims_p = passages[len(ctx) : len(ctx) + len(texts)]
+        rsims = [max(float(qv[row[j]] @ claims_p[i]) for j in o) for i, o in enumerate(orders)]
         feats: list[GroundingFeatures] = await self._offload(
             lambda: [
-                grounding_features(t, ctx, sim[i], n_ev, qsim[i], gains[i])
+                grounding_features(t, ctx, sim[i], n_ev, rsims[i], gains[i])
                 for i, t in enumerate(texts)
             ]
         )

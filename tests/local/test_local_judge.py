@@ -95,8 +95,11 @@ def test_grounding_checks_catch_hard_negatives_despite_high_similarity() -> None
     assert city.missing_entities == ["Lyon"]
     assert decide_grounding(city, CALIBRATED)[1] == "contradicted"
     neg = grounding_features("The tower was not completed in 1889.", ctx, [0.9, 0.3])
-    assert neg.negation_mismatch
-    assert decide_grounding(neg, CALIBRATED)[0] is False
+    assert neg.negation_mismatch and neg.negated_copy  # the evidence, word for word, negated
+    assert decide_grounding(neg, CALIBRATED) == (False, "contradicted")
+    food = ["The capsules can be taken with or without food."]
+    para = grounding_features("You don't need to take them with a meal.", food, [0.9])
+    assert para.negation_mismatch and not para.negated_copy  # a negated paraphrase
     hedged = grounding_features("The tower is about 300 metres tall.", ctx, [0.2, 0.9])
     assert hedged.missing_numbers == []  # "about 300" may round 330
     unhedged = grounding_features("The tower is 300 metres tall.", ctx, [0.2, 0.9])
