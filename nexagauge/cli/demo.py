@@ -1,12 +1,24 @@
-"""``nexagauge demo``: the full online pipeline locally (see :mod:`nexagauge.demo.run`)."""
+"""``nexagauge demo``: the full online pipeline locally (see :mod:`nexagauge.demo.run`).
+
+Ctrl-C, SIGTERM and SIGHUP (``kill``, a service manager, a closed terminal) all run the same
+orderly shutdown: the demo's task is cancelled, so its cleanup stops the app, the evaluator, the
+collector and the broker. The exit status then follows the shell convention for a death by that
+signal: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP); 0 after a full run, 1 if it failed.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import signal
+from collections.abc import Coroutine
 from typing import Any
+
+#: signals that stop the demo like Ctrl-C does (SIGINT is asyncio.run's own)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -53,6 +65,48 @@ def run(args: argparse.Namespace) -> int:
         config=args.config,
     )
     try:
-        return asyncio.run(run_demo(opts))
+        return asyncio.run(until_stop_signal(run_demo(opts)))
     except KeyboardInterrupt:
-        return 130
+        return 128 + signal.SIGINT
+
+
+async def until_stop_signal(main: Coroutine[Any, Any, int]) -> int:
+    """Await ``main``; on SIGTERM or SIGHUP cancel it, as ``asyncio.run`` does on Ctrl-C, so its
+    ``finally`` cleanup runs, and return 128 + the signal number.
+
+    Must run as the main task (where the signal handlers of the loop live). A repeated signal is
+    ignored while the cleanup runs: it is bounded, and on Linux the children die with the process
+    anyway (:func:`nexagauge.demo.stack.popen`).
+
+    Example::
+
+        raise SystemExit(asyncio.run(until_stop_signal(run_demo(DemoOptions()))))
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    received: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not received and task is not None:
+            received.append(sig)
+            task.cancel()
+            # after SIGHUP the terminal may be gone: the message must not stop the shutdown
+            with contextlib.suppress(OSError, ValueError):
+                print(f"\n{sig.name}: stopping every process the demo started ...", flush=True)
+
+    installed = []
+    for sig in STOP_SIGNALS:
+        # not available off the main thread or on some platforms: then only Ctrl-C stops it
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+    try:
+        return await main
+    except asyncio.CancelledError:
+        if not received or task is None:
+            raise
+        task.uncancel()
+        return 128 + received[0]
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)

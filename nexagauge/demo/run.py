@@ -1,6 +1,8 @@
 """``nexagauge demo``: the whole online pipeline on one machine, no Docker, no API key.
 
-What runs (every process is stopped at the end, also on Ctrl-C or an error):
+What runs (every process is stopped at the end, also on Ctrl-C, SIGTERM, SIGHUP or an error; on
+Linux the children also die with the demo if it is killed outright, see
+:func:`nexagauge.demo.stack.popen`):
 
     demo RAG app (@nexagauge.trace, child process)
       -> OTLP gRPC -> embedded collector (rotel, child process)
@@ -146,7 +148,7 @@ class Demo:
         print(msg, file=self.out, flush=True)
 
     async def run(self) -> int:
-        from nexagauge.demo.stack import EmbeddedBroker, EmbeddedCollector
+        from nexagauge.demo.stack import EmbeddedBroker, EmbeddedCollector, popen
         from nexagauge.emit.emitter import Emitter
         from nexagauge.emit.prometheus import EvaluatorMetrics
         from nexagauge.online.service import OnlineService
@@ -178,8 +180,8 @@ class Demo:
             stop = asyncio.Event()
             runner = asyncio.create_task(svc.run_until(stop))
             recorder.app_started_ns = time.time_ns()
-            self.app = await asyncio.to_thread(
-                subprocess.Popen,
+            # started from this (the main) thread, so that it dies with the demo (stack.popen)
+            self.app = popen(
                 [
                     sys.executable,
                     "-m",
@@ -218,19 +220,26 @@ class Demo:
                 return 1
             return 0 if recorder.rows else 1
         finally:
-            if self.app is not None and self.app.poll() is None:
-                self.app.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.app.wait(5)
-                if self.app.poll() is None:
-                    self.app.kill()
+            await self._stop_all(svc, tmp)
+
+    async def _stop_all(self, svc: Any, tmp: str) -> None:
+        """Stop everything the demo started, in order: the app (no new traces), the evaluator
+        (bounded by ``online.drain_timeout_s``), then the collector and the broker. The child
+        processes are stopped even if stopping the evaluator fails or is interrupted (a second
+        Ctrl-C)."""
+        import shutil
+
+        from nexagauge.demo.stack import stop_process
+
+        try:
+            if self.app is not None:
+                stop_process(self.app)
             if svc is not None:
                 with contextlib.suppress(Exception):
                     await svc.stop()
+        finally:
             for p in reversed(self.procs):
                 p.cleanup()
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
 
     def _app_failure(self) -> str | None:

@@ -12,6 +12,8 @@ messages under the OpenTelemetry GenAI instrumentation) and the message limit ar
 
 Both are :class:`ManagedProcess`: started with a free port, waited on until they accept
 connections, logged to a file, and always stopped (SIGTERM, then SIGKILL) by ``stop``/``with``.
+Every child is started by :func:`popen`, which on Linux also has the kernel kill it when this
+process dies without stopping it (SIGKILL, a crash): no broker or collector is left orphaned.
 
 Example:
     >>> with EmbeddedBroker() as broker:  # doctest: +SKIP
@@ -24,10 +26,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +70,55 @@ def _tail(log: Path, n: int = 1500) -> str:
         return "(no log)"
 
 
+#: ``prctl`` option: the signal a process gets when the thread that started it ends
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this process dies, or ``None``
+    where that cannot be promised.
+
+    Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``) is sent when the *thread* that
+    forked the child ends, so it is set only for children started from the main thread, whose end
+    is the process's end; started from another thread (a pool thread may end any time) or off
+    Linux, the child is left as before and only :func:`stop_process` ends it. If this process died
+    between the fork and the ``prctl``, the child sees a new parent and exits at once.
+
+    The ``prctl`` function is looked up here, before the fork, so the child only calls it.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent, sigkill = os.getpid(), int(signal.SIGKILL)
+
+    def set_parent_death_signal() -> None:  # runs in the child, between fork and exec
+        prctl(PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_parent_death_signal
+
+
+def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(argv, **kwargs)`` for a child that must not outlive this process: it
+    gets SIGKILL when this process dies, wherever :func:`die_with_parent` can promise that.
+
+    Example (not run: starts a child)::
+
+        proc = popen(["sleep", "60"], start_new_session=True)
+        stop_process(proc)
+    """
+    # preexec_fn makes Python fork rather than vfork; die_with_parent's hook only calls prctl
+    return subprocess.Popen(argv, preexec_fn=die_with_parent(), **kwargs)
+
+
 def stop_process(p: subprocess.Popen[Any], timeout: float = 5.0) -> int:
     """Stop a child process for sure: SIGTERM, up to ``timeout`` s to exit, then SIGKILL; returns
     its exit status (negative: the signal). An exited process is left as it is.
@@ -96,7 +151,7 @@ class ManagedProcess:
     def spawn(self, argv: list[str], *ports: int, env: dict[str, str] | None = None) -> None:
         """Start ``argv`` (log to :attr:`log`) and wait until it listens on every one of ``ports``."""
         with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(
+            self.proc = popen(
                 argv,
                 stdout=fh,
                 stderr=subprocess.STDOUT,

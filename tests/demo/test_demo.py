@@ -10,59 +10,9 @@ import time
 import urllib.request
 
 import pytest
+from support.procs import descendants, still_alive, wait_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """``(parent pid, start time in clock ticks)`` of a live process, from ``/proc/PID/stat``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and ')'
-    if fields[0] in ("Z", "X"):  # a zombie has exited; only its parent has not reaped it yet
-        return None
-    return int(fields[1]), int(fields[19])
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _descendants(root: int) -> dict[tuple[int, int], str]:
-    """Every live process below ``root`` (children of children too), keyed by (pid, start time).
-
-    The start time makes the key unique: a pid reused later by an unrelated process is not ours.
-    Only processes this test started count, whatever else runs on the host.
-    """
-    parent_of: dict[int, tuple[int, int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (st := _proc_stat(int(entry))) is not None:
-            parent_of[int(entry)] = st
-    found: dict[tuple[int, int], str] = {}
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, start) in parent_of.items():
-            if ppid == parent and (pid, start) not in found:
-                found[(pid, start)] = _cmdline(pid)
-                frontier.append(pid)
-    return found
-
-
-def _still_alive(procs: dict[tuple[int, int], str]) -> list[str]:
-    alive = []
-    for (pid, start), cmd in procs.items():
-        st = _proc_stat(pid)
-        if st is not None and st[1] == start:
-            alive.append(f"{pid} {cmd}")
-    return alive
 
 
 def test_demo_runs_the_pipeline_reports_drift_and_stops_everything():
@@ -98,7 +48,7 @@ def test_demo_runs_the_pipeline_reports_drift_and_stops_everything():
         url = None
         for line in proc.stdout:
             lines.append(line)
-            started.update(_descendants(proc.pid))
+            started.update(descendants(proc.pid))
             m = re.search(r"scores on (http://\S+/metrics)", line)
             if m:
                 url = m.group(1)
@@ -134,27 +84,24 @@ def test_demo_runs_the_pipeline_reports_drift_and_stops_everything():
     # processes on the host are not counted)
     commands = " ".join(started.values())
     assert "rotel-agent" in commands and "tansu" in commands, started
-    deadline = time.monotonic() + 10  # a process may take a moment to exit after SIGTERM
-    while _still_alive(started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _still_alive(started) == [], started
+    assert wait_gone(started, within_s=10) == [], started
 
 
-def test_process_accounting_sees_only_its_own_descendants():
+def test_process_accounting_sees_only_its_owndescendants():
     """The helpers above count a grandchild of ours, and not an identical process of someone else."""
     stranger = subprocess.Popen(["sleep", "30"])  # same command, not below `mine`
     mine = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
         deadline = time.monotonic() + 10
-        while len(found := _descendants(mine.pid)) < 2 and time.monotonic() < deadline:
+        while len(found := descendants(mine.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sorted(found.values()) == ["sleep 30 ", "sleep 30 "], found
         assert all(pid != stranger.pid for pid, _ in found), found
-        assert len(_still_alive(found)) == 2
+        assert len(still_alive(found)) == 2
     finally:
-        for pid, _ in _descendants(mine.pid):
+        for pid, _ in descendants(mine.pid):
             os.kill(pid, 9)
         mine.wait(timeout=10)
         stranger.kill()
         stranger.wait(timeout=10)
-    assert _still_alive(found) == []
+    assert still_alive(found) == []

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.procs import Key, descendants, kill_survivors, wait_gone
 from support.prometheus import (
     PrometheusServer,
     dashboard_expressions,
@@ -68,6 +69,7 @@ def demo(prometheus_bin: str) -> Iterator[dict[str, Any]]:
         str(port),
     ]
     lines: list[str] = []
+    started: dict[Key, str] = {}  # every process the demo started, seen while it ran
     with PrometheusServer(
         {JOB: [f"127.0.0.1:{port}"]}, rule_files=rule_files(), binary=prometheus_bin
     ) as prom:
@@ -78,7 +80,7 @@ def demo(prometheus_bin: str) -> Iterator[dict[str, Any]]:
         reader.start()
         try:
             deadline = time.monotonic() + 120
-            while not any("judge=local" in x for x in lines):
+            while not any("demo app running" in x for x in lines):
                 assert proc.poll() is None, "demo exited:\n" + "".join(lines)
                 assert time.monotonic() < deadline, "demo not ready:\n" + "".join(lines)
                 time.sleep(0.5)
@@ -96,9 +98,15 @@ def demo(prometheus_bin: str) -> Iterator[dict[str, Any]]:
                     raise AssertionError(f"{e}\ndemo output:\n{''.join(lines)}") from e
                 assert proc.poll() is None, "demo ended too early:\n" + "".join(lines)
             time.sleep(3)  # a few more scrapes and rule evaluations
+            started.update(descendants(proc.pid))
             yield {"prom": prom, "lines": lines, "proc": proc}
         finally:
-            stop_process(proc, timeout=60)
+            started.update(descendants(proc.pid))
+            code = stop_process(proc, timeout=60)  # SIGTERM: the demo's orderly shutdown
+            left = wait_gone(started, within_s=10)
+            kill_survivors(started)
+    assert code == 143, "demo did not stop cleanly on SIGTERM:\n" + "".join(lines)
+    assert left == [], f"the demo left processes behind: {left}"
 
 
 def test_every_dashboard_query_returns_data_on_the_demo_stack(demo: dict[str, Any]) -> None:
