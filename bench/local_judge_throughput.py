@@ -7,9 +7,13 @@ call against the context. The process is pinned to one core (``sched_setaffinity
 OpenMP thread) and each round starts with an empty embedding cache: the figure is what a fresh
 stream of distinct cases costs. The same run also times the bare encoding of the cases'
 texts (question, answer, context) with the judge's embedder - the floor the judge cannot beat -
-and with all-MiniLM-L6-v2, the model of the judge before issue 17::
+and with all-MiniLM-L6-v2, the model of the judge before issue 17. ``--baseline DIR`` also
+runs this same script, right after, on the package of another source tree (e.g. a ``git worktree``
+of the commit before issue 17, ``820af0b``) and reports both judges from one run of the bench::
 
     HF_HUB_OFFLINE=1 python bench/local_judge_throughput.py [--rounds 3] [--json FILE] [--quick]
+    git worktree add /tmp/before 820af0b
+    HF_HUB_OFFLINE=1 python bench/local_judge_throughput.py --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -80,15 +86,21 @@ def make_judge() -> Any:
     encoded once, as in a real run)."""
     from nexagauge.graph.runtime import Runtime
     from nexagauge.judge.local import LocalJudge
-    from nexagauge.judge.local_e5 import E5Embedder
     from nexagauge.settings import Settings
 
     rt = Runtime.create(Settings(judge={"mode": "local"}), use_cache=False)
     if rt.judge_kind != "local":
         raise SystemExit("the local judge is not available")
-    return LocalJudge(
-        rt.settings, embedder=E5Embedder(rt.settings.embeddings), offload=rt.to_thread
-    )
+    embedder: Any
+    try:
+        from nexagauge.judge.local_e5 import E5Embedder
+
+        embedder = E5Embedder(rt.settings.embeddings)
+    except ImportError:  # a judge from before issue 17 (--baseline): its MiniLM service
+        from nexagauge.judge.embeddings import LocalEmbedder
+
+        embedder = LocalEmbedder(rt.settings.embeddings)
+    return LocalJudge(rt.settings, embedder=embedder, offload=rt.to_thread)
 
 
 def run(rounds: int, limit: int | None) -> dict[str, Any]:
@@ -149,8 +161,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="4 cases, 1 round (a smoke run)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--baseline", type=Path, help="also measure the judge of this source tree")
     args = ap.parse_args(argv)
     out = run(1 if args.quick else args.rounds, 4 if args.quick else None)
+    _print(out)
+    if args.baseline:
+        out["baseline"] = baseline(args.baseline, args.rounds, args.quick)
+        _print(out["baseline"])
+        out["speed_vs_baseline"] = round(out["cases_per_s"] / out["baseline"]["cases_per_s"], 3)
+        print(f"this judge runs at {out['speed_vs_baseline']}x the baseline's cases/s")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+def baseline(tree: Path, rounds: int, quick: bool) -> dict[str, Any]:
+    """This script, same cases, in a subprocess that imports ``nexagauge`` from ``tree``."""
+    if not (tree / "nexagauge" / "__init__.py").is_file():
+        raise SystemExit(f"--baseline {tree}: no nexagauge package there")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "baseline.json"
+        argv = [sys.executable, __file__, "--rounds", str(rounds), "--json", str(out)]
+        env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
+        subprocess.run([*argv, *(["--quick"] if quick else [])], env=env, check=True,
+                       capture_output=True)  # fmt: skip
+        res: dict[str, Any] = json.loads(out.read_text())
+    res["source"] = str(tree)
+    return res
+
+
+def _print(out: dict[str, Any]) -> None:
     print(
         f"local judge ({out['judge']}): {out['cases']} cases, {out['claims']} claims in "
         f"{out['seconds']} s on one core -> {out['cases_per_s']} cases/s "
@@ -162,9 +202,6 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         )
     )
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -226,12 +226,17 @@ def content_words(text: str) -> list[str]:
     return out
 
 
+_AFTER_NUMBER = re.compile(r"\d\s*°?\s*$")
+
+
 def entities(text: str) -> list[str]:
     """Capitalised names that are not sentence-initial (``Lyon``, ``Boots``, ``NVMe``).
 
     Example:
         >>> entities("The tower in Lyon was built by Gustave Eiffel.")
         ['Lyon', 'Gustave', 'Eiffel']
+        >>> entities("Keep it below 38 °C and add 4.2 L of oil.")  # unit symbols are no names
+        []
     """
     out: list[str] = []
     toks = list(re.finditer(r"[A-Za-z][A-Za-z0-9'\u2019-]*", text))
@@ -241,6 +246,8 @@ def entities(text: str) -> list[str]:
             continue
         prev_end = text[toks[i - 1].end() : m.start()]
         if re.search(r"[.!?:]\s*$", prev_end):  # sentence-initial after punctuation
+            continue
+        if len(t) <= 2 and _AFTER_NUMBER.search(text, 0, m.start()):  # a unit: 4.2 L, 38 °C
             continue
         if t[0].isupper() or (any(c.isupper() for c in t[1:]) and t.lower() not in _STOP):
             if t.lower() in _STOP:
