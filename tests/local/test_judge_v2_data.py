@@ -1,6 +1,6 @@
 """The second and third labelled sets of the local judge (issue 17) are well-formed (fast: no model).
 
-Checks what ``docs/local-judge.md`` ("Evaluation sets v2 and v3") promises about
+Checks what ``docs/local-judge.md`` ("Evaluation set v2", "Evaluation set v3") promises about
 ``tests/data/local_judge_v2/`` and ``local_judge_v3/``: the committed files are exactly what the builder makes from the
 hand-written source, every row has the schema and a valid label, splits are by case (no question
 or context text in both halves), both halves hold both labels and every frequent kind, the set is
