@@ -114,7 +114,7 @@ __all__ = [
 #: version of the local judge's method; goes into cache keys via ``CallInfo.prompt``
 LOCAL_JUDGE_VERSION = "local.v2"
 #: version of the calibration data and procedure behind :data:`CALIBRATED`
-CALIBRATION_VERSION = "cal.2026-11-d"
+CALIBRATION_VERSION = "cal.2026-11-e"
 
 #: runs ``fn(*args)`` off the event loop (``Runtime.to_thread``; default ``asyncio.to_thread``)
 Offload = Callable[..., Awaitable[Any]]
@@ -211,7 +211,7 @@ class LocalJudge:
 
         Example:
             >>> LocalJudge(embedder=my_embedder).describe()          # doctest: +SKIP
-            'local:multilingual-e5-small-q4 lexicon=builtin.v2 calibration=cal.2026-11-d'
+            'local:multilingual-e5-small-q4 lexicon=builtin.v2 calibration=cal.2026-11-e'
         """
         m = self.result_meta()
         return f"{m['embedder']} lexicon={m['lexicon']} calibration={m['calibration']}"
