@@ -381,3 +381,48 @@ async def test_single_correct_answers_are_accepted(judge_embedder: Any) -> None:
     # measured: 5 of 6 on each ("Jane Austen wrote it." is judged off-topic, "About six
     # minutes." unsupported: docs/local-judge.md, honest limits)
     assert rel_ok >= 5 and grd_ok >= 5, (rel_ok, grd_ok)
+
+
+async def test_grounding_reads_the_best_evidence_sentences_as_queries() -> None:
+    """Grounding embeds as queries exactly the best evidence sentences of the claims (each once)
+    - not the claims, not the whole context - and its ``rsim`` is their query->passage
+    similarity to the claim."""
+    import numpy as np
+
+    vocab = ["paris", "france", "tower", "rain", "cheese"]
+
+    def vec(text: str, query: bool) -> np.ndarray:
+        v = np.array([text.lower().count(w) for w in vocab], dtype=np.float32) + 0.01
+        if query:
+            v = v[::-1].copy()  # an asymmetric model: queries live elsewhere
+        return v / np.linalg.norm(v)
+
+    asked: list[list[str]] = []
+
+    class Asymmetric:
+        name = "test:asymmetric"
+
+        async def embed(self, texts: list[str]) -> np.ndarray:
+            return np.array([vec(t, False) for t in texts])
+
+        async def embed_queries(self, texts: list[str]) -> np.ndarray:
+            asked.append(list(texts))
+            return np.array([vec(t, True) for t in texts])
+
+    ctx = "Paris is in France. The tower is in Paris. It rains a lot. Cheese is sold."
+    claims = ["France has Paris in it.", "Paris has a tower."]  # not the context's words
+    judge = LocalJudge(embedder=Asymmetric())
+    feats = await judge.grounding_features(claims, ctx)
+    n_ev = judge.thresholds.evidence_sentences
+    assert len(asked) == 1
+    ctx_sents = [
+        "Paris is in France.",
+        "The tower is in Paris.",
+        "It rains a lot.",
+        "Cheese is sold.",
+    ]
+    want = sorted({i for f in feats for i in f.evidence})
+    assert asked[0] == [ctx_sents[i] for i in want] and len(asked[0]) <= n_ev * len(claims)
+    for claim, f in zip(claims, feats, strict=True):
+        expect = max(float(vec(ctx_sents[i], True) @ vec(claim, False)) for i in f.evidence)
+        assert f.rsim == pytest.approx(expect)
