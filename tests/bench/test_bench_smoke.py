@@ -50,26 +50,14 @@ def test_sdk_overhead_runs_and_reports_ratios():
     out = p.stdout
     # the realistic RAG function, sync and async side by side, every variant in the same run
     assert "answer(question, context): 77-char question, 3 passages" in out, out
-    for kind in ("sync", "async"):
-        for label in (
-            "hand-written span",
-            "generic 20-line decorator",
-            "@nexagauge.trace (defaults)",
-            "@nexagauge.trace, scrub=False",
-        ):
-            line = next(x for x in out.splitlines() if x.startswith(f"{kind} {label}"))
-            ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
-            assert ns > 0 and 0 < ratio < 100, line
+    variants = ("hand-written span", "@nexagauge.trace (defaults)", "@nexagauge.trace, scrub=False")
+    rows = [(k, v) for k in ("sync", "async") for v in (*variants, "generic 20-line decorator")]
     # the worst case: new question, passages and answer on every call, sync and async
-    for kind in ("sync-fresh", "async-fresh"):
-        for label in (
-            "hand-written span",
-            "@nexagauge.trace (defaults)",
-            "@nexagauge.trace, scrub=False",
-        ):
-            line = next(x for x in out.splitlines() if x.startswith(f"{kind} {label}"))
-            ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
-            assert ns > 0 and 0 < ratio < 100, line
+    rows += [(k, v) for k in ("sync-fresh", "async-fresh") for v in variants]
+    for kind, label in rows:
+        line = next(x for x in out.splitlines() if x.startswith(f"{kind} {label}"))
+        ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
+        assert ns > 0 and 0 < ratio < 100, line
     assert "new texts on every call (worst case)" in out and "10 MB base64 argument" in out
     # run_all's combined table reads both targets (same passages; new texts on every call)
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
