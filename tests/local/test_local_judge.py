@@ -53,6 +53,10 @@ def test_entities_skip_the_sentence_start() -> None:
         "Lyon",
     ]
     assert entities("It runs on NVMe drives.") == ["NVMe"]
+    # a unit symbol after a number is no name the context must contain (it rejected "A fever
+    # means a temperature of 38 °C or higher." outright against "38 degrees Celsius")
+    assert entities("A fever means 38 °C or higher; the sump takes 4.2 L.") == []
+    assert entities("Vitamin C helps.") == ["C"]  # a letter not after a number still counts
 
 
 def test_negation_and_content_words() -> None:
