@@ -111,11 +111,13 @@ class MemoryStore:
             old = self._data.pop(key, None)
             if old is not None:
                 self.bytes -= len(old)
-            self._data[key] = value
-            self.bytes += len(value)
-            while self.bytes > self.max_bytes:
+            # evict before adding, so that ``bytes`` (read without the lock, e.g. for metrics)
+            # never shows more than the budget, not even between two statements of a put
+            while self._data and self.bytes + len(value) > self.max_bytes:
                 _, dropped = self._data.popitem(last=False)
                 self.bytes -= len(dropped)
+            self._data[key] = value
+            self.bytes += len(value)
 
     def __len__(self) -> int:
         return len(self._data)
