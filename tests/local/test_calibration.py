@@ -95,3 +95,57 @@ def test_calibration_reproduces_the_models_and_meets_the_floors(prepared: object
         for dataset in ("v2", "v3"):
             s = stats[(dataset, task, "all")]
             assert s.n >= 250 and s.accuracy >= FLOOR[(dataset, task)], (dataset, task, s)
+
+
+agreement = _load("local_judge_agreement_bench", ROOT / "bench" / "local_judge_agreement.py")
+
+
+def test_second_labels_cover_exactly_the_heldout_halves() -> None:
+    for dataset in agreement.SETS:
+        agreement.check_coverage(dataset)  # raises naming the missing / extra ids
+
+
+def test_second_labels_reject_a_malformed_or_repeated_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = tmp_path / "second_labels.tsv"
+    monkeypatch.setattr(agreement, "second_path", lambda dataset: bad)
+    bad.write_text("rel3-a-0\t+\tok\nrel3-a-1\tyes\tnot a label\n", "utf-8")
+    with pytest.raises(ValueError, match=r"second_labels.tsv:2: expected"):
+        agreement.load_second("v3")
+    bad.write_text("rel3-a-0\t+\nrel3-a-0\t-\n", "utf-8")
+    with pytest.raises(ValueError, match=r":2: rel3-a-0 labelled twice"):
+        agreement.load_second("v3")
+    bad.write_text("rel3-a-0\t+\n", "utf-8")
+    with pytest.raises(ValueError, match="missing"):
+        agreement.check_coverage("v3")
+
+
+def test_agreement_counts_the_labellers_and_the_judge_against_each() -> None:
+    rows = [
+        {"id": "a", "label": "supported"},
+        {"id": "b", "label": "supported"},
+        {"id": "c", "label": "unsupported"},
+        {"id": "d", "label": "unsupported"},
+    ]
+    second = {"a": True, "b": False, "c": False, "d": False}  # the labellers differ on b
+    judge = [True, True, True, False]
+    agree, kappa, first, sec, agreed = agreement.compare(rows, judge, second, "grounding")
+    assert (agree.k, agree.n) == (3, 4)
+    assert kappa == pytest.approx(0.5)
+    assert (first.k, sec.k) == (3, 2)  # wrong on c for both, on b only for the second labels
+    assert (agreed.k, agreed.n) == (2, 3)  # a, c, d: right on a and d
+    with pytest.raises(KeyError, match="no second label for d"):
+        agreement.compare(rows, judge, {"a": True, "b": True, "c": False}, "grounding")
+
+
+@pytest.mark.integration
+def test_docs_show_the_agreement_table_the_bench_computes(prepared: object) -> None:
+    docs = (ROOT / "docs" / "local-judge.md").read_text("utf-8")
+    table = agreement.agreement(prepared)
+    assert [(a.set, a.task) for a in table] == [
+        (s, t) for s in ("v2", "v3") for t in ("relevance", "grounding")
+    ]
+    assert agreement.HEADER in docs
+    for row in table:
+        assert row.markdown() in docs, row.markdown()
