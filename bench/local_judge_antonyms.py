@@ -157,4 +157,4 @@ def install(wordnet: Path) -> None:
         return list(dict.fromkeys(builtin(claim, evidence) + extra))
 
     contra.antonym_conflicts = conflicts
-    decide.antonym_conflicts = conflicts  # type: ignore[attr-defined]
+    decide.antonym_conflicts = conflicts

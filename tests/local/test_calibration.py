@@ -167,3 +167,24 @@ def test_grouped_cv_and_refit_reproduce_the_docs_figures(prepared: object) -> No
     for r in rows:
         if r.subset == "all":
             assert held[r.task][r.set] == pytest.approx(r.stats.accuracy), (r.set, r.task)
+
+
+def test_probe_folds_keep_every_case_whole_and_leave_the_heldout_half_out() -> None:
+    """The folds behind grouped CV and the out-of-fold cross-encoder scores: every calibration
+    sentence in exactly one fold, every case (set + item) in one fold only, held-out rows in
+    none, folds of similar size."""
+    rows = [
+        {"set": s, "item": f"i{n}", "split": split}
+        for s in ("v1", "v2")
+        for n in range(12)
+        for split in ("calibration", "calibration", "heldout")
+    ]
+    fold = probe._folds(rows, 5)
+    assert sorted(fold) == [i for i, r in enumerate(rows) if r["split"] == "calibration"]
+    by_case: dict[str, set[int]] = {}
+    for i, f in fold.items():
+        by_case.setdefault(rows[i]["set"] + rows[i]["item"], set()).add(f)
+    assert all(len(fs) == 1 for fs in by_case.values())
+    sizes = [list(fold.values()).count(k) for k in range(5)]
+    assert max(sizes) - min(sizes) <= 2, sizes
+    assert probe._folds(rows, 5) == fold
