@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,44 @@ def load_rows(dataset: str, task: str) -> list[dict[str, Any]]:
         r["set"] = dataset
         r.setdefault("position", k)
     return rows
+
+
+#: the relevance cross-encoder's out-of-fold scores of the calibration rows
+#: (``bench/local_judge_train_ce.py``)
+CE_OOF = DATA / "local_judge_ce_oof.tsv"
+
+
+def read_oof(path: Path = CE_OOF) -> dict[str, float]:
+    """Out-of-fold cross-encoder scores by row id; a malformed or repeated line raises an
+    error naming its file and line."""
+    out: dict[str, float] = {}
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        parts = line.split("\t")
+        try:
+            if len(parts) != 2 or parts[0] in out:
+                raise ValueError("expected '<id> TAB <score>' with an id not seen before")
+            out[parts[0]] = float(parts[1])
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: {exc}: {line!r}") from None
+    return out
+
+
+def with_oof(
+    rows: Sequence[dict[str, Any]], feats: Sequence[Any], oof: Mapping[str, float]
+) -> list[Any]:
+    """Relevance features with the calibration rows' cross-encoder score replaced by its
+    out-of-fold score: the shipped adapter was trained on those rows, so its own scores there
+    are better than it will ever be on new text, and a decision model fitted on them would
+    trust it too much. Held-out rows keep the live score."""
+    out = []
+    for r, f in zip(rows, feats, strict=True):
+        if r["split"] == "calibration":
+            if r["id"] not in oof:
+                raise KeyError(f"{r['id']}: no out-of-fold score in {CE_OOF.name}; "
+                               "rerun bench/local_judge_train_ce.py")  # fmt: skip
+            f = replace(f, ce=oof[r["id"]])
+        out.append(f)
+    return out
 
 
 def load_pairs(name: str) -> list[dict[str, Any]]:
@@ -128,6 +166,9 @@ async def prepare(judge: LocalJudge | None = None, sets: Sequence[str] = SETS) -
                 alone += await judge.relevance_features([r["claim"]], r["question"])
             else:
                 alone += await judge.grounding_features([r["claim"]], r["context"])
+        if task == "relevance":
+            oof = read_oof()
+            feats, alone = with_oof(rows, feats, oof), with_oof(rows, alone, oof)
         prep.rows[task], prep.features[task], prep.alone[task] = rows, feats, alone
     return prep
 
