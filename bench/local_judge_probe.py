@@ -279,76 +279,126 @@ def snli_cross(prep: lja.Prepared, snli_dir: Path, pairs: int, save: Path | None
     return _probs_extra(prep, probs)
 
 
+class _CrossEncoder:
+    """Fine-tunes a two-label cross-encoder for one task from ``init`` (default the packaged
+    MiniLM): (question, claim) -> on topic, or (best two evidence sentences, claim) ->
+    supported; 3 epochs, batches of 16, seeded."""
+
+    def __init__(self, prep: lja.Prepared, task: str, init: Path | None, epochs: int = 3) -> None:
+        from transformers import AutoTokenizer
+
+        from nexagauge.judge.embeddings import packaged_model_dir
+
+        self.path = str(init or packaged_model_dir())
+        self.tok = AutoTokenizer.from_pretrained(self.path)
+        rows = prep.rows[task]
+        self.gold = [r["label"] == lja.POSITIVE[task] for r in rows]
+        if task == "grounding":
+            self.pairs = [_premises(prep, alone, top=2) for alone in (False, True)]
+        else:
+            self.pairs = [[(r["question"], r["claim"]) for r in rows]] * 2
+        self.epochs = epochs
+
+    def _encode(self, idx: Sequence[int], which: int) -> Any:
+        pp = self.pairs[which]
+        return self.tok([pp[i][0] for i in idx], [pp[i][1] for i in idx], padding=True,
+                        truncation=True, max_length=192, return_tensors="pt")  # fmt: skip
+
+    def train(self, idx: Sequence[int]) -> Any:
+        import numpy as np
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            self.path, num_labels=2, ignore_mismatched_sizes=True
+        )
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.01)
+        model.train()
+        rng = np.random.default_rng(0)
+        for _ in range(self.epochs):
+            order = [int(i) for i in rng.permutation(list(idx))]
+            for a in range(0, len(order), 16):
+                b = order[a : a + 16]
+                y = torch.tensor([int(self.gold[i]) for i in b])
+                loss = torch.nn.functional.cross_entropy(model(**self._encode(b, 0)).logits, y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        return model.eval()
+
+    def score(self, model: Any, idx: Sequence[int], into: list[list[dict[str, float]]]) -> None:
+        """``into[which][i] = {"ce": log-odds}`` for rows ``idx`` in their answer (0) and
+        alone (1)."""
+        import torch
+
+        with torch.no_grad():
+            for which in (0, 1):
+                for a in range(0, len(idx), 64):
+                    b = list(idx[a : a + 64])
+                    logits = model(**self._encode(b, which)).logits
+                    lp = torch.log_softmax(logits, -1).tolist()
+                    for i, (neg, pos) in zip(b, lp, strict=True):
+                        into[which][i] = {"ce": pos - neg}
+
+
 def calib_cross(
     prep: lja.Prepared, init: Path | None, tasks: Sequence[str] = TASKS, epochs: int = 3
 ) -> Extra:
     """A cross-encoder fine-tuned on the calibration halves themselves (in-domain), from
-    ``init`` (a sequence-classification checkpoint such as ``snli-cross --save-model``; default
-    the packaged MiniLM): (question, claim) -> on topic for relevance, (best two evidence
-    sentences, claim) -> supported for grounding.
+    ``init`` (:class:`_CrossEncoder`).
 
     ``ce``: its log-odds of the positive label. Calibration rows get out-of-fold scores (a model
     per fold of :func:`_folds`, trained on the other four), held-out rows the scores of a model
     trained on every calibration row; so the decision model is fitted on scores like those it
     will see.
     """
-    import numpy as np
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from nexagauge.judge.embeddings import packaged_model_dir
-
-    path = str(init or packaged_model_dir())
-    tok = AutoTokenizer.from_pretrained(path)
     out: dict[str, tuple[list[dict[str, float]], list[dict[str, float]]]] = {}
     for task in tasks:
         rows = prep.rows[task]
-        gold = [r["label"] == lja.POSITIVE[task] for r in rows]
-        if task == "grounding":
-            pairs = [_premises(prep, alone, top=2) for alone in (False, True)]
-        else:
-            pairs = [[(r["question"], r["claim"]) for r in rows]] * 2
-
-        def encode(idx: Sequence[int], which: int, pairs: Any = pairs) -> Any:
-            return tok([pairs[which][i][0] for i in idx], [pairs[which][i][1] for i in idx],
-                       padding=True, truncation=True, max_length=192, return_tensors="pt")  # fmt: skip
-
-        def train(idx: Sequence[int], gold: list[bool] = gold, encode: Any = encode) -> Any:
-            torch.manual_seed(0)
-            model = AutoModelForSequenceClassification.from_pretrained(
-                path, num_labels=2, ignore_mismatched_sizes=True
-            )
-            opt = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.01)
-            model.train()
-            rng = np.random.default_rng(0)
-            for _ in range(epochs):
-                order = [int(i) for i in rng.permutation(list(idx))]
-                for a in range(0, len(order), 16):
-                    b = order[a : a + 16]
-                    y = torch.tensor([int(gold[i]) for i in b])
-                    loss = torch.nn.functional.cross_entropy(model(**encode(b, 0)).logits, y)
-                    loss.backward()
-                    opt.step()
-                    opt.zero_grad()
-            return model.eval()
-
-        ce: list[list[dict[str, float]]] = [[{} for _ in rows], [{} for _ in rows]]
-
-        def score(model: Any, idx: Sequence[int], ce: Any = ce, encode: Any = encode) -> None:
-            with torch.no_grad():
-                for which in (0, 1):
-                    for a in range(0, len(idx), 64):
-                        b = list(idx[a : a + 64])
-                        lp = torch.log_softmax(model(**encode(b, which)).logits, -1).tolist()
-                        for i, (neg, pos) in zip(b, lp, strict=True):
-                            ce[which][i] = {"ce": pos - neg}
-
+        ce = _CrossEncoder(prep, task, init, epochs)
+        into: list[list[dict[str, float]]] = [[{} for _ in rows], [{} for _ in rows]]
         fold = _folds(rows)
         for k in sorted(set(fold.values())):
-            model = train([i for i, f in fold.items() if f != k])
-            score(model, [i for i, f in fold.items() if f == k])
-        score(train(list(fold)), [i for i, r in enumerate(rows) if r["split"] == "heldout"])
-        out[task] = (ce[0], ce[1])
+            model = ce.train([i for i, f in fold.items() if f != k])
+            ce.score(model, [i for i, f in fold.items() if f == k], into)
+        ce.score(ce.train(list(fold)), [i for i, r in enumerate(rows) if r["split"] == "heldout"],
+                 into)  # fmt: skip
+        out[task] = (into[0], into[1])
+    return out
+
+
+def writer(row: Mapping[str, Any]) -> str:
+    """Who wrote a row: v3's four writers prefix their items (``ana-card-lost``); v1 and v2
+    each had one writer."""
+    return row["set"] + ":" + row["item"].split("-")[0] if row["set"] == "v3" else row["set"]
+
+
+def by_writer(
+    prep: lja.Prepared, extra: Extra, init: Path | None, task: str = "relevance"
+) -> dict[str, dict[str, float]]:
+    """Leave one v3 writer out: for each of v3's four writers, the cross-encoder and both
+    decision models (shipped features, and with ``ce``) are trained on every calibration half
+    but that writer's and judged on that writer's held-out half: text by a writer whom no part
+    of the judge has seen. ``extra``: :func:`calib_cross` scores (out of fold) for the decision
+    model's training rows."""
+    rows = prep.rows[task]
+    ce = _CrossEncoder(prep, task, init)
+    out: dict[str, dict[str, float]] = {}
+    for w in sorted({writer(r) for r in rows if r["set"] == "v3"}):
+        train = [i for i, r in enumerate(rows) if r["split"] == "calibration" and writer(r) != w]
+        test = [i for i, r in enumerate(rows) if r["split"] == "heldout" and writer(r) == w]
+        into = [list(extra[task][0]), list(extra[task][1])]
+        ce.score(ce.train(train), test, into)
+        mine: Extra = {task: (into[0], into[1])}
+        res: dict[str, float] = {"n": len(test)}
+        for name, ex in (("features", None), ("features+ce", mine)):
+            model = _fit(prep, task, train, ex)
+            res[name] = sum(
+                _accept(prep, task, i, model, ex) == (rows[i]["label"] == lja.POSITIVE[task])
+                for i in test
+            ) / len(test)
+        out[w] = res
     return out
 
 
@@ -362,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init", type=Path, help="calib-cross: start from this checkpoint")
     ap.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS),
                     help="calib-cross: the tasks to train a cross-encoder for")  # fmt: skip
+    ap.add_argument("--by-writer", action="store_true",
+                    help="calib-cross: also leave each v3 writer out (relevance)")  # fmt: skip
     ap.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
     args = ap.parse_args(argv)
     if args.probe == "antonyms":
@@ -377,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.probe == "calib-cross":
         extra = calib_cross(prep, args.init, args.tasks)
     result = {"probe": args.probe, "cv": grouped_cv(prep, extra), "heldout": heldout(prep, extra)}
+    if args.probe == "calib-cross" and args.by_writer and extra and "relevance" in extra:
+        result["by_writer"] = by_writer(prep, extra, args.init)
     if extra:
         result["auc"] = candidate_auc(prep, extra)
         result["baseline"] = {"cv": grouped_cv(prep), "heldout": heldout(prep)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -188,3 +189,47 @@ def test_probe_folds_keep_every_case_whole_and_leave_the_heldout_half_out() -> N
     sizes = [list(fold.values()).count(k) for k in range(5)]
     assert max(sizes) - min(sizes) <= 2, sizes
     assert probe._folds(rows, 5) == fold
+
+
+def test_probe_names_the_writer_of_every_row() -> None:
+    """Leaving one writer out needs to know who wrote each row: v3's four writers prefix
+    their items; v1 and v2 each had one writer."""
+    assert probe.writer({"set": "v3", "item": "ana-card-lost"}) == "v3:ana"
+    assert probe.writer({"set": "v3", "item": "dev-k8s-probes"}) == "v3:dev"
+    assert probe.writer({"set": "v2", "item": "ana-card-lost"}) == "v2"
+    assert probe.writer({"set": "v1", "item": "tea"}) == "v1"
+    v3 = [json.loads(line) for line in (ROOT / "tests/data/local_judge_v3/relevance.jsonl")
+          .read_text("utf-8").splitlines()]  # fmt: skip
+    assert {probe.writer({**r, "set": "v3"}) for r in v3} == {
+        "v3:ana", "v3:ben", "v3:cleo", "v3:dev"
+    }  # fmt: skip
+
+
+def calib_cross_tables(res: dict) -> list[str]:
+    """The docs' rows for the ``calib-cross`` probe's relevance result (``--by-writer``)."""
+    base, now = res["baseline"], res
+    rows = [
+        f"| {name} | {r['cv']['relevance']['all']:.3f} | "
+        + " | ".join(f"{r['heldout']['relevance'][s]:.3f}" for s in ("v1", "v2", "v3"))
+        + " |"
+        for name, r in (("shipped features", base), ("+ cross-encoder", now))
+    ]
+    bw = res["by_writer"]
+    for w, r in sorted(bw.items()):
+        rows.append(f"| {w.split(':')[1]} | {r['n']} | {r['features']:.3f} | "
+                    f"{r['features+ce']:.3f} |")  # fmt: skip
+    n = sum(r["n"] for r in bw.values())
+    pooled = [sum(r[k] * r["n"] for r in bw.values()) / n for k in ("features", "features+ce")]
+    rows.append(f"| all four | {n} | {pooled[0]:.3f} | {pooled[1]:.3f} |")
+    rows.append(f"ROC AUC {res['auc']['relevance:ce']:.3f} out of fold")
+    return rows
+
+
+def test_docs_show_the_cross_encoder_figures_the_probe_measured() -> None:
+    """The cross-encoder figures in the docs are those of the committed probe run."""
+    res = json.loads((ROOT / "bench/results/local_judge_probe_calib_cross_relevance.json")
+                     .read_text("utf-8"))  # fmt: skip
+    assert res["probe"] == "calib-cross"
+    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    for row in calib_cross_tables(res):
+        assert row in docs, row
