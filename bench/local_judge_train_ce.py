@@ -8,7 +8,7 @@ held-out halves are for reporting). It writes:
 - ``nexagauge/data/relevance_ce.npz``: the adapter of a model trained on every calibration row
   (float16 factors, about 1 MB), with the SHA-256 of the base model it belongs to;
 - ``tests/data/local_judge_ce_oof.tsv``: for every calibration row, the score of a model that
-  did not see its case (5 grouped folds, the folds of ``local_judge_probe._folds``). The
+  did not see its case (5 grouped folds, the folds of ``local_judge_probe.case_folds``). The
   decision model is calibrated on these, so it learns how much to trust scores on unseen text,
   not on text the adapter was trained on.
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import local_judge_accuracy as lja  # noqa: E402
-from local_judge_probe import _folds  # noqa: E402
+from local_judge_probe import case_folds  # noqa: E402
 
 from nexagauge.judge.local_ce import ADAPTER, LINEARS, MAX_LENGTH, file_sha256  # noqa: E402
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     base = packaged_model_dir()
     rows = relevance_rows()
     tr = Trainer(rows, base)
-    fold = _folds(rows)
+    fold = case_folds(rows)
     oof: dict[int, float] = {}
     for k in sorted(set(fold.values())):
         model = tr.train([i for i, f in fold.items() if f != k])

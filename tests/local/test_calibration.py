@@ -180,7 +180,7 @@ def test_probe_folds_keep_every_case_whole_and_leave_the_heldout_half_out() -> N
         for n in range(12)
         for split in ("calibration", "calibration", "heldout")
     ]
-    fold = probe._folds(rows, 5)
+    fold = probe.case_folds(rows, 5)
     assert sorted(fold) == [i for i, r in enumerate(rows) if r["split"] == "calibration"]
     by_case: dict[str, set[int]] = {}
     for i, f in fold.items():
@@ -188,7 +188,7 @@ def test_probe_folds_keep_every_case_whole_and_leave_the_heldout_half_out() -> N
     assert all(len(fs) == 1 for fs in by_case.values())
     sizes = [list(fold.values()).count(k) for k in range(5)]
     assert max(sizes) - min(sizes) <= 2, sizes
-    assert probe._folds(rows, 5) == fold
+    assert probe.case_folds(rows, 5) == fold
 
 
 def test_probe_names_the_writer_of_every_row() -> None:
