@@ -157,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adapter", type=Path, default=ADAPTER)
     ap.add_argument("--oof", type=Path, default=OOF)
     args = ap.parse_args(argv)
-    import torch
 
     from nexagauge.judge.embeddings import packaged_model_dir
     from nexagauge.judge.local_ce import RelevanceCrossEncoder
