@@ -116,7 +116,7 @@ __all__ = [
 #: version of the local judge's method; goes into cache keys via ``CallInfo.prompt``
 LOCAL_JUDGE_VERSION = "local.v2"
 #: version of the calibration data and procedure behind :data:`CALIBRATED`
-CALIBRATION_VERSION = "cal.2026-11-e"
+CALIBRATION_VERSION = "cal.2026-11-f"
 
 #: runs ``fn(*args)`` off the event loop (``Runtime.to_thread``; default ``asyncio.to_thread``)
 Offload = Callable[..., Awaitable[Any]]
