@@ -332,14 +332,18 @@ class _CrossEncoder:
         alone (1)."""
         import torch
 
+        # relevance reads the same (question, claim) pair in the answer and alone: score once
+        same = self.pairs[0] is self.pairs[1]
         with torch.no_grad():
-            for which in (0, 1):
+            for which in (0,) if same else (0, 1):
                 for a in range(0, len(idx), 64):
                     b = list(idx[a : a + 64])
                     logits = model(**self._encode(b, which)).logits
                     lp = torch.log_softmax(logits, -1).tolist()
                     for i, (neg, pos) in zip(b, lp, strict=True):
                         into[which][i] = {"ce": pos - neg}
+                        if same:
+                            into[1][i] = into[0][i]
 
 
 def calib_cross(
