@@ -60,8 +60,32 @@ def test_answers_score_above_asides_and_scores_repeat(ce: RelevanceCrossEncoder)
     assert min(s[:2]) > max(s[2:]), s
     assert np.array_equal(s, ce.score(pairs))
     # batched or one at a time: the same scores (padding does not change a pair's score)
-    one = np.concatenate([ce.score([p]) for p in pairs])
+    uncached = RelevanceCrossEncoder(cache_size=0)
+    one = np.concatenate([uncached.score([p]) for p in pairs])
     assert np.allclose(s, one, atol=1e-4), (s, one)
+    assert not uncached._cache
+
+
+def test_a_pair_is_scored_once_while_it_is_in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    ce = RelevanceCrossEncoder(cache_size=3)
+    rows: list[int] = []
+    forward = ce._forward
+
+    def counting(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        rows.append(len(ids))
+        return forward(ids, types, mask)
+
+    monkeypatch.setattr(ce, "_forward", counting)
+    q = "Where do I renew a passport?"
+    a, b, c, d = ((q, f"Sentence number {n} about passports.") for n in range(4))
+    first = ce.score([a, b, a])  # a repeated within one call: one row
+    assert rows == [2] and first[0] == first[2]
+    again = ce.score([b, a, c])  # a and b cached: only c is run
+    assert rows == [2, 1] and again[0] == first[1] and again[1] == first[0]
+    ce.score([d])  # the cache holds three pairs: the least recently used (b) goes
+    assert list(ce._cache) == [a, c, d]
+    ce.score([b])
+    assert rows == [2, 1, 1, 1]
 
 
 def test_no_pairs_loads_nothing() -> None:
@@ -104,15 +128,23 @@ def test_out_of_fold_file_rejects_a_malformed_or_repeated_line(tmp_path: Path) -
         bench.read_oof(bad)
 
 
-def test_calibration_rows_take_their_out_of_fold_score_and_held_out_rows_keep_theirs() -> None:
-    from nexagauge.judge.local_decide import RelevanceFeatures
-
-    rows = [{"id": "a", "split": "calibration"}, {"id": "b", "split": "heldout"}]
-    feats = [RelevanceFeatures(sim=0.5, ce=4.0), RelevanceFeatures(sim=0.5, ce=3.0)]
-    out = bench.with_oof(rows, feats, {"a": -1.0})
-    assert [f.ce for f in out] == [-1.0, 3.0]
+def test_calibration_pairs_take_their_out_of_fold_score_and_held_out_pairs_the_model_s() -> None:
+    q = "How long should I boil an egg for a soft yolk?"
+    rows = [
+        {"id": "a", "split": "calibration", "question": q, "claim": "About six minutes."},
+        {"id": "b", "split": "heldout", "question": q, "claim": "Six minutes, then cold water."},
+    ]
+    ce = bench.OutOfFold(rows, {"a": -1.0})
+    pairs = [(q, "About six minutes."), (q, "Six minutes, then cold water.")]
+    live = RelevanceCrossEncoder().score(pairs[1:])
+    assert list(ce.score(pairs)) == [-1.0, live[0]]
+    assert list(ce._cache) == [pairs[1]]  # the calibration pair never ran
+    assert ce.digest.endswith("+oof")
     with pytest.raises(KeyError, match="a: no out-of-fold score"):
-        bench.with_oof(rows, feats, {})
+        bench.OutOfFold(rows, {})
+    clash = [rows[0], {**rows[0], "id": "c", "split": "heldout"}]
+    with pytest.raises(ValueError, match="c: a held-out pair repeats a calibration pair"):
+        bench.OutOfFold(clash, {"a": 0.0})
 
 
 def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
