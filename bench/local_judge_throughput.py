@@ -4,10 +4,11 @@ Each case of ``bench/data/rag_cases.jsonl`` (52 RAG answers: question, retrieved
 multi-sentence answer) is judged the way the ``claims``, ``relevance`` and ``grounding`` nodes
 do it: claims extracted from the answer, one relevance call against the question, one grounding
 call against the context. The process is pinned to one core (``sched_setaffinity``, one torch /
-OpenMP thread) and each round starts with an empty embedding cache: the figure is what a fresh
-stream of distinct cases costs. The same run also times the bare encoding of the cases'
-texts (question, answer, context) with the judge's embedder - the floor the judge cannot beat -
-and with all-MiniLM-L6-v2, the model of the judge before issue 17. ``--baseline DIR`` also
+OpenMP thread) and each round starts with empty embedding and cross-encoder caches: the figure
+is what a fresh stream of distinct cases costs. The same run also times the bare encoding of the
+cases' texts (question, answer, context) with the judge's embedder and the relevance
+cross-encoder's bare scoring of the (question, claim) pairs - the floor the judge cannot beat -
+and the encoding with all-MiniLM-L6-v2, the model of the judge before issue 17. ``--baseline DIR`` also
 runs this same script, right after, on the package of another source tree (e.g. a ``git worktree``
 of the commit before issue 17, ``820af0b``) and reports both judges from one run of the bench::
 
