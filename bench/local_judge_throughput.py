@@ -30,12 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _machine import pin_one_core
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ["OMP_NUM_THREADS"] = "1"
-if hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
@@ -187,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--baseline", type=Path, help="also measure the judge of this source tree")
     args = ap.parse_args(argv)
+    pin_one_core()
     out = run(1 if args.quick else args.rounds, 4 if args.quick else None)
     _print(out)
     if args.baseline:
