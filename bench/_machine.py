@@ -3,6 +3,7 @@
 - :func:`machine` / :func:`machine_line`: CPU model, cores, memory, load average, Python.
 - :func:`rss_kib` / :func:`peak_rss_kib` read ``/proc/self/status`` (no psutil needed).
 - :func:`exit_on_sigterm`: a terminated benchmark still stops its broker and child processes.
+- :func:`pin_one_core`: per-core figures (one CPU, one OpenMP thread).
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ def exit_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _raise)
+
+
+def pin_one_core() -> None:
+    """Run this process on one CPU with one OpenMP thread, for per-core figures.
+
+    Call it from a benchmark's ``main()``, never at import: a test that imports the module (for
+    one of its helpers) would otherwise pin the whole test run to one core, and every child
+    process it starts would inherit ``OMP_NUM_THREADS=1``.
+    """
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 
 
 def cpu_model() -> str:

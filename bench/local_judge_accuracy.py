@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,8 +49,11 @@ TARGET_ACCURACY = 0.88
 #: the older, easier set keeps its own bar on clear pairs
 TARGET_V1_CLEAR = 0.85
 
+import numpy as np  # noqa: E402
+
 from nexagauge.judge.local import LocalJudge  # noqa: E402
 from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, fit_linear, wilson  # noqa: E402
+from nexagauge.judge.local_ce import RelevanceCrossEncoder  # noqa: E402
 from nexagauge.judge.local_decide import (  # noqa: E402
     CALIBRATED,
     GROUNDING_FEATURES,
@@ -78,6 +81,62 @@ def load_rows(dataset: str, task: str) -> list[dict[str, Any]]:
         r["set"] = dataset
         r.setdefault("position", k)
     return rows
+
+
+#: the relevance cross-encoder's out-of-fold scores of the calibration rows
+#: (``bench/local_judge_train_ce.py``)
+CE_OOF = DATA / "local_judge_ce_oof.tsv"
+
+
+def read_oof(path: Path = CE_OOF) -> dict[str, float]:
+    """Out-of-fold cross-encoder scores by row id; a malformed or repeated line raises an
+    error naming its file and line."""
+    out: dict[str, float] = {}
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        parts = line.split("\t")
+        try:
+            if len(parts) != 2 or parts[0] in out:
+                raise ValueError("expected '<id> TAB <score>' with an id not seen before")
+            out[parts[0]] = float(parts[1])
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: {exc}: {line!r}") from None
+    return out
+
+
+class OutOfFold(RelevanceCrossEncoder):
+    """The shipped cross-encoder, except that a calibration row's pair gets its out-of-fold
+    score: the shipped adapter was trained on those rows, so its own scores there are better
+    than it will ever be on new text, and a decision model fitted on them would trust it too
+    much. Held-out rows get the live score. Calibration pairs are never run through the model
+    (half the work of :func:`prepare`).
+
+    Example:
+        >>> OutOfFold(rows, read_oof()).score([(q, claim)])  # doctest: +SKIP
+    """
+
+    def __init__(self, rows: Sequence[dict[str, Any]], oof: Mapping[str, float]) -> None:
+        super().__init__()
+        self.known: dict[tuple[str, str], float] = {}
+        for r in rows:
+            if r["split"] == "calibration":
+                if r["id"] not in oof:
+                    raise KeyError(f"{r['id']}: no out-of-fold score in {CE_OOF.name}; "
+                                   "rerun bench/local_judge_train_ce.py")  # fmt: skip
+                self.known[(r["question"], r["claim"])] = oof[r["id"]]
+        for r in rows:
+            if r["split"] != "calibration" and (r["question"], r["claim"]) in self.known:
+                raise ValueError(f"{r['id']}: a held-out pair repeats a calibration pair")
+        self.digest = f"{self.digest}+oof"
+
+    def score(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        out = np.zeros(len(pairs), dtype=np.float32)
+        live = [i for i, p in enumerate(pairs) if p not in self.known]
+        for i, p in enumerate(pairs):
+            if p in self.known:
+                out[i] = self.known[p]
+        if live:
+            out[live] = super().score([pairs[i] for i in live], batch_size)
+        return out
 
 
 def load_pairs(name: str) -> list[dict[str, Any]]:
@@ -109,10 +168,19 @@ def _cases(rows: list[dict[str, Any]], task: str) -> dict[tuple[str, str, str], 
 
 
 async def prepare(judge: LocalJudge | None = None, sets: Sequence[str] = SETS) -> Prepared:
-    judge = judge or LocalJudge()
+    """Features of every row, in its answer and alone; calibration rows' cross-encoder scores
+    are out of fold (:class:`OutOfFold`). ``judge`` lends its embedder."""
+    base = judge or LocalJudge()
     prep = Prepared()
     for task in ("relevance", "grounding"):
         rows = [r for s in sets for r in load_rows(s, task)]
+        judge = base
+        if task == "relevance":
+            judge = LocalJudge(
+                embedder=base.embedder,
+                thresholds=base.thresholds,
+                cross_encoder=OutOfFold(rows, read_oof()),
+            )
         feats: list[Any] = [None] * len(rows)
         for (_, _, target), idx in _cases(rows, task).items():
             texts = [rows[i]["claim"] for i in idx]

@@ -30,15 +30,13 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ["OMP_NUM_THREADS"] = "1"
-if hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+from _machine import pin_one_core  # noqa: E402
 from local_judge_accuracy import POSITIVE, load_rows  # noqa: E402
 
 from nexagauge.judge.segment import sentences  # noqa: E402
@@ -135,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="calibration", choices=["calibration", "heldout"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    pin_one_core()
     rows = []
     for label, make in (("minilm", _minilm), ("e5", _e5)):
         t0 = time.perf_counter()

@@ -90,7 +90,7 @@ def _fit(prep: lja.Prepared, task: str, idx: Sequence[int], extra: Extra | None)
     return fit_linear(x, y, _names(task, extra))
 
 
-def _folds(rows: Sequence[Mapping[str, Any]], folds: int = 5) -> dict[int, int]:
+def case_folds(rows: Sequence[Mapping[str, Any]], folds: int = 5) -> dict[int, int]:
     """Fold of every calibration row: cases (set + item) sorted and dealt round-robin, so every
     sentence of a question or context is in the same fold; deterministic."""
     cal = [i for i, r in enumerate(rows) if r["split"] == "calibration"]
@@ -104,12 +104,12 @@ def grouped_cv(
 ) -> dict[str, dict[str, float]]:
     """Accuracy per task and set (and ``all``) in grouped k-fold CV on the calibration halves.
 
-    Folds by case (:func:`_folds`).
+    Folds by case (:func:`case_folds`).
     """
     out: dict[str, dict[str, float]] = {}
     for task in TASKS:
         rows = prep.rows[task]
-        fold = _folds(rows, folds)
+        fold = case_folds(rows, folds)
         right: dict[str, list[int]] = {}
         for k in range(folds):
             train = [i for i, f in fold.items() if f != k]
@@ -353,7 +353,7 @@ def calib_cross(
     ``init`` (:class:`_CrossEncoder`).
 
     ``ce``: its log-odds of the positive label. Calibration rows get out-of-fold scores (a model
-    per fold of :func:`_folds`, trained on the other four), held-out rows the scores of a model
+    per fold of :func:`case_folds`, trained on the other four), held-out rows the scores of a model
     trained on every calibration row; so the decision model is fitted on scores like those it
     will see.
     """
@@ -362,7 +362,7 @@ def calib_cross(
         rows = prep.rows[task]
         ce = _CrossEncoder(prep, task, init, epochs)
         into: list[list[dict[str, float]]] = [[{} for _ in rows], [{} for _ in rows]]
-        fold = _folds(rows)
+        fold = case_folds(rows)
         for k in sorted(set(fold.values())):
             model = ce.train([i for i, f in fold.items() if f != k])
             ce.score(model, [i for i, f in fold.items() if f == k], into)

@@ -4,10 +4,11 @@ Each case of ``bench/data/rag_cases.jsonl`` (52 RAG answers: question, retrieved
 multi-sentence answer) is judged the way the ``claims``, ``relevance`` and ``grounding`` nodes
 do it: claims extracted from the answer, one relevance call against the question, one grounding
 call against the context. The process is pinned to one core (``sched_setaffinity``, one torch /
-OpenMP thread) and each round starts with an empty embedding cache: the figure is what a fresh
-stream of distinct cases costs. The same run also times the bare encoding of the cases'
-texts (question, answer, context) with the judge's embedder - the floor the judge cannot beat -
-and with all-MiniLM-L6-v2, the model of the judge before issue 17. ``--baseline DIR`` also
+OpenMP thread) and each round starts with empty embedding and cross-encoder caches: the figure
+is what a fresh stream of distinct cases costs. The same run also times the bare encoding of the
+cases' texts (question, answer, context) with the judge's embedder and the relevance
+cross-encoder's bare scoring of the (question, claim) pairs - the floor the judge cannot beat -
+and the encoding with all-MiniLM-L6-v2, the model of the judge before issue 17. ``--baseline DIR`` also
 runs this same script, right after, on the package of another source tree (e.g. a ``git worktree``
 of the commit before issue 17, ``820af0b``) and reports both judges from one run of the bench::
 
@@ -29,12 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _machine import pin_one_core
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ["OMP_NUM_THREADS"] = "1"
-if hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
@@ -54,12 +54,13 @@ def _threads_one() -> None:
         pass
 
 
-async def judge_all(judge: Any, cases: list[dict[str, Any]]) -> int:
-    """Judge every case (claims, relevance, grounding); returns the number of claims judged."""
+async def judge_all(judge: Any, cases: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Judge every case (claims, relevance, grounding); returns the (question, claim) pairs
+    judged for relevance."""
     from nexagauge.schema.case import GroundingConfig, RelevanceConfig
     from nexagauge.schema.results import Chunk, Claim, Item
 
-    n = 0
+    pairs: list[tuple[str, str]] = []
     for c in cases:
         text = c["output"]
         chunk = Chunk(item=Item(id="o", text=text, tokens=1.0), index=0, char_start=0,
@@ -76,14 +77,20 @@ async def judge_all(judge: Any, cases: list[dict[str, Any]]) -> int:
                                        node="grounding")  # fmt: skip
         if rel.error or grd.error:
             raise RuntimeError(rel.error or grd.error)
-        n += len(claims)
-    return n
+        pairs += [(c["input"], cl.item.text) for cl in claims]
+    return pairs
+
+
+#: the relevance cross-encoder, loaded once (as the runtime's judge holds it); each round
+#: empties its cache. None for a judge without one (--baseline of an older tree)
+_CROSS: Any = None
 
 
 def make_judge() -> Any:
-    """The local judge as the runtime builds it, with its own embedder and a fresh LRU (every
+    """The local judge as the runtime builds it, with its own embedder and fresh LRUs (every
     round starts cold; within a case, texts shared by the relevance and grounding calls are
     encoded once, as in a real run)."""
+    global _CROSS
     from nexagauge.graph.runtime import Runtime
     from nexagauge.judge.local import LocalJudge
     from nexagauge.settings import Settings
@@ -100,7 +107,13 @@ def make_judge() -> Any:
         from nexagauge.judge.embeddings import LocalEmbedder
 
         embedder = LocalEmbedder(rt.settings.embeddings)
-    return LocalJudge(rt.settings, embedder=embedder, offload=rt.to_thread)
+    try:
+        from nexagauge.judge.local_ce import RelevanceCrossEncoder
+    except ImportError:  # a judge from before the cross-encoder (--baseline)
+        return LocalJudge(rt.settings, embedder=embedder, offload=rt.to_thread)
+    _CROSS = _CROSS or RelevanceCrossEncoder()
+    _CROSS.cache_clear()
+    return LocalJudge(rt.settings, embedder=embedder, offload=rt.to_thread, cross_encoder=_CROSS)
 
 
 def run(rounds: int, limit: int | None) -> dict[str, Any]:
@@ -111,13 +124,13 @@ def run(rounds: int, limit: int | None) -> dict[str, Any]:
     async def main() -> dict[str, Any]:
         await judge_all(judge, cases[:2])  # load the model
         best = float("inf")
-        claims = 0
+        pairs: list[tuple[str, str]] = []
         for _ in range(rounds):
             fresh = make_judge()
             t0 = time.perf_counter()
-            claims = await judge_all(fresh, cases)
+            pairs = await judge_all(fresh, cases)
             best = min(best, time.perf_counter() - t0)
-        return {"seconds": best, "claims": claims}
+        return {"seconds": best, "pairs": pairs}
 
     res = asyncio.run(main())
     texts = []
@@ -125,6 +138,14 @@ def run(rounds: int, limit: int | None) -> dict[str, Any]:
         ctx = c["context"] if isinstance(c["context"], list) else [c["context"]]
         texts += [c["input"], c["output"], *ctx]
     floor_s = min(_timed(judge.embedder.encode_sync, texts) for _ in range(rounds))
+    ce_s = 0.0
+    if _CROSS is not None:  # the cross-encoder's bare scoring of the relevance pairs
+
+        def score(pairs: list[tuple[str, str]]) -> None:
+            _CROSS.cache_clear()
+            _CROSS.score(pairs)
+
+        ce_s = min(_timed(score, res["pairs"]) for _ in range(rounds))
     minilm_s = None
     try:  # the pre-issue-17 judge's model on the same texts, same run (the baseline's floor)
         from nexagauge.judge.embeddings import create_embedder
@@ -138,19 +159,21 @@ def run(rounds: int, limit: int | None) -> dict[str, Any]:
     return {
         "judge": judge.describe(),
         "cases": len(cases),
-        "claims": res["claims"],
+        "claims": len(res["pairs"]),
         "seconds": round(res["seconds"], 3),
         "cases_per_s": round(len(cases) / res["seconds"], 2),
         "ms_per_case": round(1000 * res["seconds"] / len(cases), 1),
         "texts_encoded_for_floor": len(texts),
         "encode_floor_s": round(floor_s, 3),
-        "judge_vs_floor": round(res["seconds"] / floor_s, 2),
+        "cross_encoder_pairs": len(res["pairs"]) if _CROSS is not None else 0,
+        "cross_encoder_floor_s": round(ce_s, 3),
+        "judge_vs_floor": round(res["seconds"] / (floor_s + ce_s), 2),
         "minilm_encode_same_texts_s": round(minilm_s, 3) if minilm_s else None,
         "cpu": "1 core (sched_setaffinity), 1 thread",
     }
 
 
-def _timed(fn: Any, texts: list[str]) -> float:
+def _timed(fn: Any, texts: list[Any]) -> float:
     t0 = time.perf_counter()
     fn(texts)
     return time.perf_counter() - t0
@@ -163,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--baseline", type=Path, help="also measure the judge of this source tree")
     args = ap.parse_args(argv)
+    pin_one_core()
     out = run(1 if args.quick else args.rounds, 4 if args.quick else None)
     _print(out)
     if args.baseline:
@@ -195,7 +219,14 @@ def _print(out: dict[str, Any]) -> None:
         f"local judge ({out['judge']}): {out['cases']} cases, {out['claims']} claims in "
         f"{out['seconds']} s on one core -> {out['cases_per_s']} cases/s "
         f"({out['ms_per_case']} ms/case); bare encoding of the cases' texts with the judge's "
-        f"embedder {out['encode_floor_s']} s (judge = {out['judge_vs_floor']}x that)"
+        f"embedder {out['encode_floor_s']} s"
+        + (
+            f", the cross-encoder's bare scoring of the {out['cross_encoder_pairs']} relevance "
+            f"pairs {out['cross_encoder_floor_s']} s"
+            if out.get("cross_encoder_pairs")
+            else ""
+        )
+        + f" (judge = {out['judge_vs_floor']}x that)"
         + (
             f"; all-MiniLM-L6-v2 on the same texts {out['minilm_encode_same_texts_s']} s"
             if out["minilm_encode_same_texts_s"]

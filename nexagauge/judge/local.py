@@ -55,6 +55,8 @@ from nexagauge.judge.base import (
     T,
 )
 from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, fit_linear, wilson
+from nexagauge.judge.local_ce import NAME as CROSS_ENCODER_NAME
+from nexagauge.judge.local_ce import RelevanceCrossEncoder
 from nexagauge.judge.local_cues import is_continuation
 from nexagauge.judge.local_decide import (
     CALIBRATED,
@@ -114,7 +116,7 @@ __all__ = [
 #: version of the local judge's method; goes into cache keys via ``CallInfo.prompt``
 LOCAL_JUDGE_VERSION = "local.v2"
 #: version of the calibration data and procedure behind :data:`CALIBRATED`
-CALIBRATION_VERSION = "cal.2026-11-e"
+CALIBRATION_VERSION = "cal.2026-11-f"
 
 #: runs ``fn(*args)`` off the event loop (``Runtime.to_thread``; default ``asyncio.to_thread``)
 Offload = Callable[..., Awaitable[Any]]
@@ -169,9 +171,11 @@ class LocalJudge:
         embedder_factory: Callable[[], Embedder] | None = None,
         offload: Offload | None = None,
         thresholds: LocalThresholds | None = None,
+        cross_encoder: RelevanceCrossEncoder | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
+        self._cross = cross_encoder
         self._embedder_factory = embedder_factory
         self._offload_fn = offload
         self.thresholds = thresholds or CALIBRATED
@@ -200,21 +204,33 @@ class LocalJudge:
                 self._embedder = create_embedder(es)
         return self._embedder
 
+    @property
+    def cross_encoder(self) -> RelevanceCrossEncoder:
+        """The relevance cross-encoder (:mod:`~.local_ce`; its model is loaded on first use)."""
+        if self._cross is None:
+            self._cross = RelevanceCrossEncoder()
+        return self._cross
+
     def method(self) -> str:
-        """Version, calibration and a digest of the decision models (cache keys never mix
-        calibrations)."""
-        digest = hashlib.sha256(repr(self.thresholds).encode()).hexdigest()[:12]
+        """Version, calibration and a digest of the decision models and the cross-encoder's
+        adapter (cache keys never mix calibrations)."""
+        models = f"{self.thresholds!r}:{self.cross_encoder.digest}"
+        digest = hashlib.sha256(models.encode()).hexdigest()[:12]
         return f"{LOCAL_JUDGE_VERSION}:{CALIBRATION_VERSION}:{self.thresholds.lexicon}:{digest}"
 
     def describe(self) -> str:
-        """One line naming the variant: judge, embedder, lexicon and calibration.
+        """One line naming the variant: embedder, cross-encoder, lexicon and calibration.
 
         Example:
             >>> LocalJudge(embedder=my_embedder).describe()          # doctest: +SKIP
-            'local:multilingual-e5-small-q4 lexicon=builtin.v2 calibration=cal.2026-11-e'
+            'local:multilingual-e5-small-q4 cross_encoder=local:all-minilm-l6-v2-ce:3f2a...
+             lexicon=builtin.v2 calibration=cal.2026-11-f'
         """
         m = self.result_meta()
-        return f"{m['embedder']} lexicon={m['lexicon']} calibration={m['calibration']}"
+        return (
+            f"{m['embedder']} cross_encoder={m['cross_encoder']} lexicon={m['lexicon']} "
+            f"calibration={m['calibration']}"
+        )
 
     def result_meta(self) -> dict[str, Any]:
         """Provenance to put in ``MetricResult.meta`` of every result this judge produced.
@@ -233,6 +249,7 @@ class LocalJudge:
             "model": self.model,
             "embedder": name or self.model,
             "lexicon": self.thresholds.lexicon,
+            "cross_encoder": f"{CROSS_ENCODER_NAME}:{self.cross_encoder.digest}",
             "calibration": CALIBRATION_VERSION,
             "method": self.method(),
         }
@@ -344,7 +361,9 @@ class LocalJudge:
                 cohesion[i] = float(own[i] @ rest) / norm if norm else 0.0
             mean_c = sum(cohesion) / len(cohesion)
             cohesion = [c - mean_c for c in cohesion]  # relative: 0 for a one-sentence answer
-        return relevance_features(question, texts, sims, ctx, cohesion)
+        pairs = [(question, t) for t in texts]
+        cross = await self._offload(self.cross_encoder.score, pairs)
+        return relevance_features(question, texts, sims, ctx, cohesion, [float(x) for x in cross])
 
     async def grounding_features(self, texts: list[str], context: str) -> list[GroundingFeatures]:
         """The features the grounding decision uses, claims in answer order (also for

@@ -59,7 +59,7 @@ from nexagauge.judge.local_lexical import (
 
 RELEVANCE_FEATURES = (
     "sim", "ctx_gain", "sim_gap", "sim_vs_mean", "cohesion", "type_match", "type_missing",
-    "trivia", "filler", "continuation", "overlap", "goal_shift", "short", "length",
+    "trivia", "filler", "continuation", "overlap", "goal_shift", "short", "length", "ce",
 )  # fmt: skip
 GROUNDING_FEATURES = (
     "sim", "rsim", "ctx_gain", "coverage", "coverage_all", "missing_words", "missing_numbers",
@@ -99,22 +99,23 @@ CALIBRATED_FOR = "local:multilingual-e5-small-q4"
 #: test_calibration.py`` fails if they drift).
 CALIBRATED = LocalThresholds(
     relevance=LinearModel(
-        bias=-25.476,
+        bias=-16.243,
         weights=(
-            ("sim", 29.684),
-            ("ctx_gain", 20.179),
-            ("sim_gap", -2.918),
-            ("sim_vs_mean", -3.351),
-            ("cohesion", 73.52),
-            ("type_match", 0.49),
-            ("type_missing", -0.263),
-            ("trivia", -1.37),
-            ("filler", -6.301),
-            ("continuation", -0.476),
-            ("overlap", -1.129),
-            ("goal_shift", -3.319),
-            ("short", 3.778),
-            ("length", 4.058),
+            ("sim", 19.092),
+            ("ctx_gain", 20.424),
+            ("sim_gap", -2.923),
+            ("sim_vs_mean", -0.113),
+            ("cohesion", 62.792),
+            ("type_match", 0.341),
+            ("type_missing", -0.31),
+            ("trivia", -0.912),
+            ("filler", -6.241),
+            ("continuation", -0.378),
+            ("overlap", -0.61),
+            ("goal_shift", -3.929),
+            ("short", 3.897),
+            ("length", 2.218),
+            ("ce", 0.431),
         ),
     ),
     grounding=LinearModel(
@@ -163,6 +164,9 @@ class RelevanceFeatures:
     #: words in the claim / 30, at most 1: how much similarity to expect depends on length
     #: (grouped CV on the calibration halves 0.831 -> 0.844)
     length: float = 0.0
+    #: the relevance cross-encoder's log-odds that the claim is on topic, question and claim
+    #: read together (:mod:`~nexagauge.judge.local_ce`)
+    ce: float = 0.0
 
     def vector(self) -> dict[str, float]:
         return {n: float(getattr(self, n)) for n in RELEVANCE_FEATURES}
@@ -248,13 +252,15 @@ def relevance_features(
     similarities: Sequence[float] | np.ndarray,
     context_similarities: Sequence[float | None] | None = None,
     cohesion: Sequence[float] | None = None,
+    cross: Sequence[float] | None = None,
 ) -> list[RelevanceFeatures]:
     """Features of each claim of one answer (in answer order) against the question.
 
     ``similarities[i]``: query->passage similarity of the question and claim ``i``;
     ``context_similarities[i]``: the same for claim ``i`` read after claim ``i - 1`` (``None``
     where the claim does not lean on the one before it); ``cohesion[i]``: similarity of claim
-    ``i`` to the mean of the other claims, relative to the answer's mean.
+    ``i`` to the mean of the other claims, relative to the answer's mean; ``cross[i]``: the
+    relevance cross-encoder's log-odds for the question and claim ``i``.
 
     Example:
         >>> fs = relevance_features("How often should I feed it?", ["Feed it twice a day."], [0.8])
@@ -269,6 +275,7 @@ def relevance_features(
     top = max(sims) if sims else 0.0
     mean = sum(sims) / len(sims) if sims else 0.0
     coh = list(cohesion) if cohesion is not None else [0.0] * len(sims)
+    ce = list(cross) if cross is not None else [0.0] * len(sims)
     out = []
     for i, (text, sim) in enumerate(zip(claims, sims, strict=True)):
         cont = i > 0 and is_continuation(text)
@@ -295,6 +302,7 @@ def relevance_features(
                 goal_shift=float(goal_shift(text, question)),
                 short=float(is_short(text)),
                 length=min(30, len(_words(text))) / 30,
+                ce=float(ce[i]),
             )
         )
     return out

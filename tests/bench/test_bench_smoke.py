@@ -84,3 +84,5 @@ def test_local_judge_throughput_runs_on_four_cases(tmp_path):
     assert res["cases"] == 4 and res["claims"] >= 4 and res["cases_per_s"] > 0
     assert res["judge"].startswith("local:multilingual-e5-small-q4")
     assert res["encode_floor_s"] > 0
+    # the relevance cross-encoder reads every (question, claim) pair once
+    assert res["cross_encoder_pairs"] == res["claims"] and res["cross_encoder_floor_s"] > 0

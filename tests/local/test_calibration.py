@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: measured held-out accuracy of the shipped models on the v2 and v3 sets, rounded down (no
 #: regression; docs/local-judge.md has the figures)
 FLOOR = {
-    ("v2", "relevance"): 0.81,
+    ("v2", "relevance"): 0.85,
     ("v2", "grounding"): 0.72,
-    ("v3", "relevance"): 0.84,
+    ("v3", "relevance"): 0.86,
     ("v3", "grounding"): 0.74,
 }
 
@@ -63,6 +63,11 @@ def test_committed_pair_files_match_the_builder() -> None:
     assert grd == bench.load_pairs("grounding")
 
 
+#: whichever test runs first pays for :func:`prepared` (about 225 s on one thread of the 2-core
+#: development machine): more than the suite's default per-test timeout leaves to spare
+PREPARE_TIMEOUT = pytest.mark.timeout(600)
+
+
 @pytest.fixture(scope="module")
 def prepared(judge_embedder: Any) -> object:
     """Features of every row of both sets, computed once with the real judge (own event loop)."""
@@ -80,6 +85,7 @@ def _close(a: LinearModel, b: LinearModel) -> bool:
 
 
 @pytest.mark.integration
+@PREPARE_TIMEOUT
 def test_calibration_reproduces_the_models_and_meets_the_floors(prepared: object) -> None:
     fitted = bench.calibrate_on(prepared, "calibration")
     assert _close(fitted.relevance, CALIBRATED.relevance), fitted.relevance
@@ -141,6 +147,7 @@ def test_agreement_counts_the_labellers_and_the_judge_against_each() -> None:
 
 
 @pytest.mark.integration
+@PREPARE_TIMEOUT
 def test_docs_show_the_agreement_table_the_bench_computes(prepared: object) -> None:
     docs = (ROOT / "docs" / "local-judge.md").read_text("utf-8")
     table = agreement.agreement(prepared)
@@ -156,6 +163,7 @@ probe = _load("local_judge_probe_bench", ROOT / "bench" / "local_judge_probe.py"
 
 
 @pytest.mark.integration
+@PREPARE_TIMEOUT
 def test_grouped_cv_and_refit_reproduce_the_docs_figures(prepared: object) -> None:
     """The cross-validation figures the docs quote (and every measured candidate is compared
     against) come from bench/local_judge_probe.py; its held-out refit is the shipped model's."""
@@ -180,7 +188,7 @@ def test_probe_folds_keep_every_case_whole_and_leave_the_heldout_half_out() -> N
         for n in range(12)
         for split in ("calibration", "calibration", "heldout")
     ]
-    fold = probe._folds(rows, 5)
+    fold = probe.case_folds(rows, 5)
     assert sorted(fold) == [i for i, r in enumerate(rows) if r["split"] == "calibration"]
     by_case: dict[str, set[int]] = {}
     for i, f in fold.items():
@@ -188,7 +196,7 @@ def test_probe_folds_keep_every_case_whole_and_leave_the_heldout_half_out() -> N
     assert all(len(fs) == 1 for fs in by_case.values())
     sizes = [list(fold.values()).count(k) for k in range(5)]
     assert max(sizes) - min(sizes) <= 2, sizes
-    assert probe._folds(rows, 5) == fold
+    assert probe.case_folds(rows, 5) == fold
 
 
 def test_probe_names_the_writer_of_every_row() -> None:
@@ -212,7 +220,7 @@ def calib_cross_tables(res: dict) -> list[str]:
         f"| {name} | {r['cv']['relevance']['all']:.3f} | "
         + " | ".join(f"{r['heldout']['relevance'][s]:.3f}" for s in ("v1", "v2", "v3"))
         + " |"
-        for name, r in (("shipped features", base), ("+ cross-encoder", now))
+        for name, r in (("features without it", base), ("+ cross-encoder", now))
     ]
     bw = res["by_writer"]
     for w, r in sorted(bw.items()):

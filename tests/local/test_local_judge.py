@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -31,6 +32,7 @@ from nexagauge.judge.local import (
     negation_count,
     numbers,
 )
+from nexagauge.judge.local_ce import ADAPTER, RelevanceCrossEncoder
 from nexagauge.judge.local_e5 import E5_NAME
 from nexagauge.schema.case import GroundingConfig, RelevanceConfig, parse_record
 from nexagauge.schema.results import Chunk, Claim, Item, MetricResult
@@ -225,10 +227,13 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
     grd = res.outcomes["grounding"].output.metrics[0]  # type: ignore[union-attr]
     for m in (rel, grd):
         assert m.meta and m.meta["judge"] == "local" and m.meta["model"].startswith("local:")
-    assert [c["verdict"] for c in rel.result] == ["ACCEPTED", "REJECTED", "REJECTED"]
+    # the wrong year answers the question (relevant under the labelling rule: correctness is
+    # grounding's business, docs/local-judge.md; v1 labels the same sentence on_topic) and is
+    # contradicted by the context; the aside about transformers is neither
+    assert [c["verdict"] for c in rel.result] == ["ACCEPTED", "ACCEPTED", "REJECTED"]
     assert [c["verdict"] for c in grd.result] == ["ACCEPTED", "REJECTED", "REJECTED"]
     assert grd.result[1]["label"] == "contradicted"
-    assert rel.score == pytest.approx(1 / 3) and grd.score == pytest.approx(1 / 3)
+    assert rel.score == pytest.approx(2 / 3) and grd.score == pytest.approx(1 / 3)
     # the case summary names the variant that judged
     summary = res.outcomes["eval"].output
     assert summary.judge == "local"  # type: ignore[union-attr]
@@ -257,11 +262,20 @@ def test_meta_of_the_calibrated_model() -> None:
     judge = LocalJudge()  # its own packaged model (nothing is loaded to describe it)
     meta = judge.result_meta()
     assert "uncalibrated" not in meta and meta["model"] == E5_NAME == CALIBRATED_FOR
-    # every result says which variant judged: embedder, lexicon, calibration version
+    # every result says which variant judged: embedder, cross-encoder (with its adapter's
+    # digest), lexicon, calibration version
     assert meta["embedder"] == E5_NAME
     assert meta["lexicon"] == LEXICON and meta["calibration"] == CALIBRATION_VERSION
-    assert judge.describe() == f"{E5_NAME} lexicon={LEXICON} calibration={CALIBRATION_VERSION}"
+    adapter = hashlib.sha256(ADAPTER.read_bytes()).hexdigest()[:12]
+    assert meta["cross_encoder"] == f"local:all-minilm-l6-v2-ce:{adapter}"
+    assert judge.describe() == (
+        f"{E5_NAME} cross_encoder=local:all-minilm-l6-v2-ce:{adapter} lexicon={LEXICON} "
+        f"calibration={CALIBRATION_VERSION}"
+    )
     assert CALIBRATION_VERSION in meta["method"] and LEXICON in meta["method"]
+    # another adapter, another method: cached verdicts never mix adapters
+    other = LocalJudge(cross_encoder=RelevanceCrossEncoder(Path("/nonexistent.npz")))
+    assert other.method() != judge.method()
 
 
 def test_a_configured_embedding_service_is_used_and_marked_uncalibrated(

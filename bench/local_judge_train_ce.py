@@ -1,0 +1,189 @@
+"""Train the local judge's relevance cross-encoder adapter (issue 17).
+
+The packaged all-MiniLM-L6-v2, read as a cross-encoder over (question, sentence), gets a
+low-rank adapter (LoRA, rank 8, on every linear map of its six layers) plus a trained pooler
+and two-way head, fitted on the **calibration halves** of the three labelled sets only (the
+held-out halves are for reporting). It writes:
+
+- ``nexagauge/data/relevance_ce.npz``: the adapter of a model trained on every calibration row
+  (float16 factors, about 1 MB), with the SHA-256 of the base model it belongs to;
+- ``tests/data/local_judge_ce_oof.tsv``: for every calibration row, the score of a model that
+  did not see its case (5 grouped folds, the folds of ``local_judge_probe.case_folds``). The
+  decision model is calibrated on these, so it learns how much to trust scores on unseen text,
+  not on text the adapter was trained on.
+
+About 8 minutes on two cores (torch, transformers)::
+
+    HF_HUB_OFFLINE=1 python bench/local_judge_train_ce.py
+    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate --write
+
+Training is seeded; on another CPU the float arithmetic (and so the last digits) can differ,
+which is why the adapter is shipped rather than trained at install time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import local_judge_accuracy as lja  # noqa: E402
+from local_judge_probe import case_folds  # noqa: E402
+
+from nexagauge.judge.local_ce import ADAPTER, LINEARS, MAX_LENGTH, file_sha256  # noqa: E402
+
+OOF = lja.CE_OOF
+RANK, LR, EPOCHS, BATCH = 8, 5e-4, 4, 16
+
+
+def relevance_rows() -> list[dict[str, Any]]:
+    """Every relevance row of the three sets, as the calibration sees them."""
+    return [r for s in lja.SETS for r in lja.load_rows(s, "relevance")]
+
+
+def _model(base: Path) -> Any:
+    """The base model with LoRA factors on every linear map; only those, the pooler and the
+    head train."""
+    import torch
+    from torch import nn
+    from transformers import AutoModelForSequenceClassification
+
+    class LoRA(nn.Module):
+        def __init__(self, lin: nn.Linear) -> None:
+            super().__init__()
+            self.lin = lin
+            self.A = nn.Parameter(torch.randn(RANK, lin.in_features) / lin.in_features**0.5)
+            self.B = nn.Parameter(torch.zeros(lin.out_features, RANK))
+
+        def forward(self, x: Any) -> Any:
+            return self.lin(x) + (x @ self.A.T) @ self.B.T
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(str(base), num_labels=2)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for layer in model.bert.encoder.layer:
+        for name in LINEARS:
+            owner_path, attr = name.rsplit(".", 1)
+            owner = layer
+            for part in owner_path.split("."):
+                owner = getattr(owner, part)
+            setattr(owner, attr, LoRA(getattr(owner, attr)))
+    for p in [*model.classifier.parameters(), *model.bert.pooler.parameters()]:
+        p.requires_grad_(True)
+    return model
+
+
+class Trainer:
+    def __init__(self, rows: Sequence[dict[str, Any]], base: Path) -> None:
+        from transformers import AutoTokenizer
+
+        self.rows, self.base = rows, base
+        self.tok = AutoTokenizer.from_pretrained(str(base))
+        self.gold = [r["label"] == lja.POSITIVE["relevance"] for r in rows]
+
+    def _enc(self, idx: Sequence[int]) -> Any:
+        return self.tok([self.rows[i]["question"] for i in idx],
+                        [self.rows[i]["claim"] for i in idx], padding=True, truncation=True,
+                        max_length=MAX_LENGTH, return_tensors="pt")  # fmt: skip
+
+    def train(self, idx: Sequence[int]) -> Any:
+        import torch
+
+        model = _model(self.base)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
+        model.train()
+        rng = np.random.default_rng(0)
+        for _ in range(EPOCHS):
+            order = [int(i) for i in rng.permutation(list(idx))]
+            for a in range(0, len(order), BATCH):
+                b = order[a : a + BATCH]
+                y = torch.tensor([int(self.gold[i]) for i in b])
+                loss = torch.nn.functional.cross_entropy(model(**self._enc(b)).logits, y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        return model.eval()
+
+    def score(self, model: Any, idx: Sequence[int]) -> dict[int, float]:
+        import torch
+
+        out: dict[int, float] = {}
+        with torch.no_grad():
+            for a in range(0, len(idx), 64):
+                b = list(idx[a : a + 64])
+                logits = model(**self._enc(b)).logits
+                for i, d in zip(b, (logits[:, 1] - logits[:, 0]).tolist(), strict=True):
+                    out[i] = float(d)
+        return out
+
+
+def export(model: Any, base: Path, path: Path) -> None:
+    """The adapter of ``model`` as float16 arrays (the factors, pooler and head)."""
+    arrays: dict[str, Any] = {"base_sha256": np.array(file_sha256(base / "model.safetensors"))}
+    for k, layer in enumerate(model.bert.encoder.layer):
+        for name in LINEARS:
+            lora = layer
+            for part in name.split("."):
+                lora = getattr(lora, part)
+            arrays[f"l{k}.{name}.A"] = lora.A.detach().numpy().astype(np.float16)
+            arrays[f"l{k}.{name}.B"] = lora.B.detach().numpy().astype(np.float16)
+    pooler, head = model.bert.pooler.dense, model.classifier
+    arrays["pooler.weight"] = pooler.weight.detach().numpy().astype(np.float16)
+    arrays["pooler.bias"] = pooler.bias.detach().numpy().astype(np.float16)
+    arrays["classifier.weight"] = head.weight.detach().numpy().astype(np.float16)
+    arrays["classifier.bias"] = head.bias.detach().numpy().astype(np.float16)
+    with path.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
+def write_oof(rows: Sequence[dict[str, Any]], scores: dict[int, float], path: Path) -> None:
+    """``id TAB score`` per calibration row, in row order (4 decimals)."""
+    lines = [f"{rows[i]['id']}\t{scores[i]:.4f}" for i in sorted(scores)]
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--adapter", type=Path, default=ADAPTER)
+    ap.add_argument("--oof", type=Path, default=OOF)
+    args = ap.parse_args(argv)
+
+    from nexagauge.judge.embeddings import packaged_model_dir
+    from nexagauge.judge.local_ce import RelevanceCrossEncoder
+
+    base = packaged_model_dir()
+    rows = relevance_rows()
+    tr = Trainer(rows, base)
+    fold = case_folds(rows)
+    oof: dict[int, float] = {}
+    for k in sorted(set(fold.values())):
+        model = tr.train([i for i, f in fold.items() if f != k])
+        oof.update(tr.score(model, [i for i, f in fold.items() if f == k]))
+        print(f"fold {k} done", file=sys.stderr, flush=True)
+    write_oof(rows, oof, args.oof)
+    final = tr.train(list(fold))
+    export(final, base, args.adapter)
+    # the shipped (float16) adapter, loaded the way the judge loads it, against the trained model
+    held = [i for i, r in enumerate(rows) if r["split"] == "heldout"]
+    trained = tr.score(final, held)
+    shipped = RelevanceCrossEncoder(args.adapter).score(
+        [(rows[i]["question"], rows[i]["claim"]) for i in held]
+    )
+    gap = max(abs(trained[i] - float(s)) for i, s in zip(held, shipped, strict=True))
+    print(f"wrote {args.adapter} ({args.adapter.stat().st_size} bytes) and {args.oof}; "
+          f"largest score change from float16: {gap:.4f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The relevance cross-encoder (nexagauge/judge/local_ce.py) and its calibration data."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nexagauge.judge.local_ce import ADAPTER, LINEARS, CrossEncoderError, RelevanceCrossEncoder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path):  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _load("local_judge_accuracy", ROOT / "bench" / "local_judge_accuracy.py")
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("safetensors")
+
+
+@pytest.fixture(scope="module")
+def ce() -> RelevanceCrossEncoder:
+    return RelevanceCrossEncoder()
+
+
+def test_the_adapter_is_small_complete_and_names_its_base_model() -> None:
+    data = np.load(ADAPTER)
+    assert ADAPTER.stat().st_size < 2_000_000
+    assert len(str(data["base_sha256"])) == 64
+    for k in range(6):
+        for name in LINEARS:
+            a, b = data[f"l{k}.{name}.A"], data[f"l{k}.{name}.B"]
+            assert a.shape[0] == b.shape[1] == 8, name
+    assert data["classifier.weight"].shape == (2, 384)
+
+
+def test_answers_score_above_asides_and_scores_repeat(ce: RelevanceCrossEncoder) -> None:
+    """Real pairs, written for this test (not in any labelled set): a direct answer, an answer
+    sharing no word with the question, and two asides on the same subject."""
+    q = "How long should I boil an egg for a soft yolk?"
+    pairs = [
+        (q, "Boil it for about six minutes, then cool it in cold water."),
+        (q, "Six minutes gives a runny centre."),
+        (q, "Eggs have been eaten by people for thousands of years."),
+        (q, "Chickens lay around 300 eggs a year."),
+    ]
+    s = ce.score(pairs)
+    assert min(s[:2]) > max(s[2:]), s
+    assert np.array_equal(s, ce.score(pairs))
+    # batched or one at a time: the same scores (padding does not change a pair's score)
+    uncached = RelevanceCrossEncoder(cache_size=0)
+    one = np.concatenate([uncached.score([p]) for p in pairs])
+    assert np.allclose(s, one, atol=1e-4), (s, one)
+    assert not uncached._cache
+
+
+def test_a_pair_is_scored_once_while_it_is_in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    ce = RelevanceCrossEncoder(cache_size=3)
+    rows: list[int] = []
+    forward = ce._forward
+
+    def counting(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        rows.append(len(ids))
+        return forward(ids, types, mask)
+
+    monkeypatch.setattr(ce, "_forward", counting)
+    q = "Where do I renew a passport?"
+    a, b, c, d = ((q, f"Sentence number {n} about passports.") for n in range(4))
+    first = ce.score([a, b, a])  # a repeated within one call: one row
+    assert rows == [2] and first[0] == first[2]
+    again = ce.score([b, a, c])  # a and b cached: only c is run
+    assert rows == [2, 1] and again[0] == first[1] and again[1] == first[0]
+    ce.score([d])  # the cache holds three pairs: the least recently used (b) goes
+    assert list(ce._cache) == [a, c, d]
+    ce.score([b])
+    assert rows == [2, 1, 1, 1]
+
+
+def test_no_pairs_loads_nothing() -> None:
+    fresh = RelevanceCrossEncoder()
+    assert fresh.score([]).shape == (0,)
+    assert fresh._w is None
+
+
+def test_an_adapter_for_another_base_model_is_refused(tmp_path: Path) -> None:
+    data = dict(np.load(ADAPTER))
+    data["base_sha256"] = np.array("0" * 64)
+    other = tmp_path / "other.npz"
+    with other.open("wb") as f:
+        np.savez(f, **data)
+    with pytest.raises(CrossEncoderError, match="000000000000"):
+        RelevanceCrossEncoder(other).score([("q", "s")])
+
+
+def test_a_missing_adapter_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "none.npz"
+    ce = RelevanceCrossEncoder(missing)
+    assert ce.digest == "missing"
+    with pytest.raises(CrossEncoderError, match=r"none\.npz"):
+        ce.score([("q", "s")])
+
+
+def test_out_of_fold_scores_cover_exactly_the_calibration_rows() -> None:
+    oof = bench.read_oof()
+    rows = [r for s in bench.SETS for r in bench.load_rows(s, "relevance")]
+    assert set(oof) == {r["id"] for r in rows if r["split"] == "calibration"}
+
+
+def test_out_of_fold_file_rejects_a_malformed_or_repeated_line(tmp_path: Path) -> None:
+    bad = tmp_path / "oof.tsv"
+    bad.write_text("a\t1.0\nb 2.0\n", "utf-8")
+    with pytest.raises(ValueError, match=r"oof.tsv:2"):
+        bench.read_oof(bad)
+    bad.write_text("a\t1.0\na\t2.0\n", "utf-8")
+    with pytest.raises(ValueError, match=r"oof.tsv:2"):
+        bench.read_oof(bad)
+
+
+def test_calibration_pairs_take_their_out_of_fold_score_and_held_out_pairs_the_model_s() -> None:
+    q = "How long should I boil an egg for a soft yolk?"
+    rows = [
+        {"id": "a", "split": "calibration", "question": q, "claim": "About six minutes."},
+        {"id": "b", "split": "heldout", "question": q, "claim": "Six minutes, then cold water."},
+    ]
+    ce = bench.OutOfFold(rows, {"a": -1.0})
+    pairs = [(q, "About six minutes."), (q, "Six minutes, then cold water.")]
+    live = RelevanceCrossEncoder().score(pairs[1:])
+    assert list(ce.score(pairs)) == [-1.0, live[0]]
+    assert list(ce._cache) == [pairs[1]]  # the calibration pair never ran
+    assert ce.digest.endswith("+oof")
+    with pytest.raises(KeyError, match="a: no out-of-fold score"):
+        bench.OutOfFold(rows, {})
+    clash = [rows[0], {**rows[0], "id": "c", "split": "heldout"}]
+    with pytest.raises(ValueError, match="c: a held-out pair repeats a calibration pair"):
+        bench.OutOfFold(clash, {"a": 0.0})
+
+
+def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
+    """The judge runs the cross-encoder in plain numpy; training (bench/local_judge_train_ce.py)
+    runs it in torch. With a random adapter merged the same way, both give the same scores,
+    padding and truncation included."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from nexagauge.judge.embeddings import packaged_model_dir
+    from nexagauge.judge.local_ce import MAX_LENGTH, file_sha256
+
+    base = packaged_model_dir()
+    rng = np.random.default_rng(1)
+    arr: dict[str, np.ndarray] = {"base_sha256": np.array(file_sha256(base / "model.safetensors"))}
+    for k in range(6):
+        for name in LINEARS:
+            out_dim = 1536 if name == "intermediate.dense" else 384
+            in_dim = 1536 if name == "output.dense" else 384
+            arr[f"l{k}.{name}.A"] = (rng.standard_normal((8, in_dim)) * 0.05).astype(np.float16)
+            arr[f"l{k}.{name}.B"] = (rng.standard_normal((out_dim, 8)) * 0.05).astype(np.float16)
+    arr["pooler.weight"] = (rng.standard_normal((384, 384)) * 0.05).astype(np.float16)
+    arr["pooler.bias"] = (rng.standard_normal(384) * 0.05).astype(np.float16)
+    arr["classifier.weight"] = (rng.standard_normal((2, 384)) * 0.5).astype(np.float16)
+    arr["classifier.bias"] = np.array([0.1, -0.1], np.float16)
+    path = tmp_path / "random.npz"
+    with path.open("wb") as f:
+        np.savez(f, **arr)
+    pairs = [
+        ("How long do I boil an egg?", "About nine minutes."),
+        ("Where is the Eiffel Tower?", "On the Champ de Mars in Paris, finished in 1889."),
+        ("q", "s"),
+        ("What?", "word " * 400),  # truncated to MAX_LENGTH word pieces
+    ]
+    ours = RelevanceCrossEncoder(path).score(pairs)
+
+    model = transformers.BertModel.from_pretrained(str(base)).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(base))
+    f32 = {k: torch.from_numpy(v.astype(np.float32)) for k, v in arr.items() if k != "base_sha256"}
+    with torch.no_grad():
+        for k, layer in enumerate(model.encoder.layer):
+            for name in LINEARS:
+                lin = layer
+                for part in name.split("."):
+                    lin = getattr(lin, part)
+                lin.weight += f32[f"l{k}.{name}.B"] @ f32[f"l{k}.{name}.A"]
+        model.pooler.dense.weight.copy_(f32["pooler.weight"])
+        model.pooler.dense.bias.copy_(f32["pooler.bias"])
+        enc = tok([q for q, _ in pairs], [s for _, s in pairs], padding=True, truncation=True,
+                  max_length=MAX_LENGTH, return_tensors="pt")  # fmt: skip
+        logits = model(**enc).pooler_output @ f32["classifier.weight"].T + f32["classifier.bias"]
+    theirs = (logits[:, 1] - logits[:, 0]).numpy()
+    assert np.allclose(ours, theirs, atol=1e-4), (ours, theirs)
