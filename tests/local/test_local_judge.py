@@ -276,6 +276,12 @@ def test_meta_of_the_calibrated_model() -> None:
     # another adapter, another method: cached verdicts never mix adapters
     other = LocalJudge(cross_encoder=RelevanceCrossEncoder(Path("/nonexistent.npz")))
     assert other.method() != judge.method()
+    # the docs show what a result of this judge carries (not a stale adapter or calibration)
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "local-judge.md")
+                    .read_text("utf-8").split())  # fmt: skip
+    for key in ("embedder", "lexicon", "cross_encoder", "calibration"):
+        assert f'"{key}": "{meta[key]}"' in docs, key
+    assert f"`{judge.describe()}`" in docs
 
 
 def test_a_configured_embedding_service_is_used_and_marked_uncalibrated(
