@@ -130,6 +130,9 @@ def test_schema_labels_and_order(task_rows: tuple[str, list[dict[str, Any]]]) ->
 
 def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[str, Any]]]) -> None:
     task, rows = task_rows
+    if rows[0]["id"][3:].split("-")[0] in {d[1:] for d in evalmod.TEST_ONLY}:  # rel4-..., grd4-...
+        assert {r["split"] for r in rows} == {"heldout"}  # a test-only set has no other half
+        return
     target = "question" if task == "relevance" else "context"
     halves = {s: [r for r in rows if r["split"] == s] for s in builder.SPLITS}
     cal, held = halves["calibration"], halves["heldout"]
@@ -155,6 +158,8 @@ def test_every_case_has_a_frozen_half(dataset: str) -> None:
         src = evalmod.set_dir(dataset) / "src" / f"{task}.txt"
         cases = builder.parse(task, src.read_text("utf-8"))
         assert [c.id for c in cases if c.split is None] == []
+        if dataset in evalmod.TEST_ONLY:
+            assert {c.split for c in cases} == {"heldout"}, dataset
         # appending a case without a half moves no earlier case
         extra = builder.Case("zz-new", "x", 0, None, "q?", "c.", [("direct", "A new one.", True)])
         before = builder.assign_splits(cases)
@@ -259,3 +264,11 @@ def test_make_judge_builds_the_local_judge_the_runtime_builds(tmp_path: Path) ->
     assert judge.kind == "local"
     with pytest.raises(FileNotFoundError, match="does not exist"):
         evalmod.make_judge(tmp_path / "missing.toml")
+
+
+def test_nothing_calibrates_or_trains_on_a_test_only_set() -> None:
+    """The v4 set measures the shipped judge on text nothing was fitted to: the calibration
+    (and the cross-encoder's training, which reads the same sets) never loads it."""
+    lja = _load("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    assert evalmod.TEST_ONLY and not evalmod.TEST_ONLY & set(lja.SETS)
+    assert set(evalmod.SETS) >= evalmod.TEST_ONLY
