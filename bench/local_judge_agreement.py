@@ -1,6 +1,7 @@
 """How often two people agree on the held-out labels, and the local judge against each (issue 17).
 
-The held-out halves of the v2 and v3 sets were labelled by the people who wrote them. A second
+The held-out halves of the v2 and v3 sets, and the whole test-only v4 set, were labelled by the
+people who wrote them. A second
 labeller, who saw only the labelling rule and the cases (question or context, and the answer's
 sentences in order; never the first labels, the kinds, the judge or its code), labelled every
 held-out sentence again: ``tests/data/local_judge_v2/second_labels.tsv`` and ``_v3/``, one line
@@ -46,8 +47,9 @@ from local_judge_eval import cohen_kappa  # noqa: E402
 from nexagauge.judge.local_calibrate import wilson  # noqa: E402
 from nexagauge.judge.local_decide import CALIBRATED, LocalThresholds  # noqa: E402
 
-#: the sets that have a second labelling of their held-out half
-SETS = ("v2", "v3")
+#: the sets that have a second labelling of their held-out half (v4, a test-only set, is held
+#: out whole)
+SETS = ("v2", "v3", "v4")
 TASKS = ("relevance", "grounding")
 
 
@@ -158,9 +160,10 @@ def compare(
 
 
 def agreement(prep: lja.Prepared, thr: LocalThresholds = CALIBRATED) -> list[Agreement]:
-    """The table, from features computed by :func:`local_judge_accuracy.prepare`."""
+    """The table, from features computed by :func:`local_judge_accuracy.prepare` (the sets
+    ``prep`` holds)."""
     out = []
-    for dataset in SETS:
+    for dataset in [d for d in SETS if any(r["set"] == d for r in prep.rows["relevance"])]:
         second = load_second(dataset)
         for task in TASKS:
             pairs = [(r, lja.predict(task, f, thr))

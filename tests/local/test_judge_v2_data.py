@@ -11,6 +11,7 @@ the question (relevance) or the context (grounding).
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from collections import Counter
@@ -272,3 +273,56 @@ def test_nothing_calibrates_or_trains_on_a_test_only_set() -> None:
     lja = _load("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
     assert evalmod.TEST_ONLY and not evalmod.TEST_ONLY & set(lja.SETS)
     assert set(evalmod.SETS) >= evalmod.TEST_ONLY
+
+
+def v4_docs_rows() -> list[str]:
+    """The rows docs/local-judge.md ("Evaluation set v4") must show, from the committed runs."""
+    res = ROOT / "bench" / "results"
+    runs = [
+        ("before issue 17 (`820af0b`)", "local_judge_eval_v4_baseline.json"),
+        ("`cal.2026-11-e` (no cross-encoder, `65ffde0`)", "local_judge_eval_v4_before_ce.json"),
+        ("now (`cal.2026-11-f`)", "local_judge_eval_v4.json"),
+    ]
+    rows = []
+    reports = {}
+    for name, file in runs:
+        rep = {r["task"]: r for r in json.loads((res / file).read_text("utf-8"))["reports"]}
+        reports[file] = rep
+        cells = []
+        for task in builder.TASKS:
+            o = rep[task]["overall"]
+            acc = f"{o['accuracy']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}]"
+            cells += [f"**{acc}**" if file == runs[-1][1] else acc, f"{rep[task]['kappa']:.3f}"]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    now, before = reports[runs[-1][1]]["relevance"], reports[runs[1][1]]["relevance"]
+    for kind, k in now["per_kind"].items():
+        if k["n"] >= 12:
+            rows.append(f"| {kind} | " + ("on_topic" if kind not in (
+                "same_subject_trivia", "filler", "tangent", "off_topic") else "off_topic")
+                + f" | {k['n']} | {k['accuracy']:.3f} [{k['ci_low']:.2f}, {k['ci_high']:.2f}] | "
+                f"{before['per_kind'][kind]['accuracy']:.3f} |")  # fmt: skip
+    return rows
+
+
+def test_docs_show_the_v4_figures_the_committed_runs_measured() -> None:
+    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    rows = v4_docs_rows()
+    assert len(rows) >= 3 + 12
+    for row in rows:
+        assert row in docs, row
+    # every run judged every sentence of the set, once
+    for file in ("local_judge_eval_v4.json", "local_judge_eval_v4_before_ce.json"):
+        rep = json.loads((ROOT / "bench" / "results" / file).read_text("utf-8"))
+        for r in rep["reports"]:
+            assert r["overall"]["n"] == len(evalmod.load(r["task"], "heldout", "v4")), file
+
+
+def test_v4_agreement_and_eval_report_the_same_judge_accuracy() -> None:
+    """Two benches judge v4: the agreement table (features, ``local_judge_accuracy.prepare``)
+    and the eval (the judge protocol, one call per case). Their committed figures agree."""
+    res = ROOT / "bench" / "results"
+    table = json.loads((res / "local_judge_agreement.json").read_text("utf-8"))
+    ev = json.loads((res / "local_judge_eval_v4.json").read_text("utf-8"))
+    for r in ev["reports"]:
+        (row,) = [a for a in table if a["set"] == "v4" and a["task"] == r["task"]]
+        assert row["judge_first"] == {"k": r["overall"]["correct"], "n": r["overall"]["n"]}
