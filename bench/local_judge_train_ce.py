@@ -146,6 +146,39 @@ def export(model: Any, base: Path, path: Path) -> None:
         np.savez_compressed(f, **arrays)
 
 
+def soup(models: Sequence[Any], base: Path, path: Path) -> None:
+    """One adapter that is the mean of several (the fold models): the LoRA factors side by side
+    (``mean_k B_k A_k = [B_1 .. B_K] / K @ [A_1; ..; A_K]``, rank ``K x RANK``), the pooler and
+    head averaged. Its scores are distributed like the fold models' out-of-fold scores, which
+    the decision model was fitted on, unlike a model trained on all folds at once."""
+    import torch
+
+    k = len(models)
+    arrays: dict[str, Any] = {"base_sha256": np.array(file_sha256(base / "model.safetensors"))}
+    layers = [m.bert.encoder.layer for m in models]
+    for i in range(len(layers[0])):
+        for name in LINEARS:
+            loras = []
+            for ls in layers:
+                mod = ls[i]
+                for part in name.split("."):
+                    mod = getattr(mod, part)
+                loras.append(mod)
+            a = torch.cat([m.A.detach() for m in loras], 0)
+            b = torch.cat([m.B.detach() for m in loras], 1) / k
+            arrays[f"l{i}.{name}.A"] = a.numpy().astype(np.float16)
+            arrays[f"l{i}.{name}.B"] = b.numpy().astype(np.float16)
+    for key, get in (
+        ("pooler", lambda m: m.bert.pooler.dense),
+        ("classifier", lambda m: m.classifier),
+    ):
+        for t in ("weight", "bias"):
+            mean = sum(getattr(get(m), t).detach() for m in models) / k
+            arrays[f"{key}.{t}"] = mean.numpy().astype(np.float16)
+    with path.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
 def write_oof(rows: Sequence[dict[str, Any]], scores: dict[int, float], path: Path) -> None:
     """``id TAB score`` per calibration row, in row order (4 decimals)."""
     lines = [f"{rows[i]['id']}\t{scores[i]:.4f}" for i in sorted(scores)]
@@ -156,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--adapter", type=Path, default=ADAPTER)
     ap.add_argument("--oof", type=Path, default=OOF)
+    ap.add_argument("--soup", type=Path,
+                    help="instead: write the mean of the fold models' adapters here")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
@@ -166,10 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     tr = Trainer(rows, base)
     fold = case_folds(rows)
     oof: dict[int, float] = {}
+    models = []
     for k in sorted(set(fold.values())):
         model = tr.train([i for i, f in fold.items() if f != k])
         oof.update(tr.score(model, [i for i, f in fold.items() if f == k]))
+        models.append(model)
         print(f"fold {k} done", file=sys.stderr, flush=True)
+    if args.soup:
+        soup(models, base, args.soup)
+        # the fold models are those behind the committed out-of-fold scores (seeded)
+        committed = lja.read_oof(args.oof)
+        gap = max(abs(committed[rows[i]["id"]] - v) for i, v in oof.items())
+        print(f"wrote {args.soup} ({args.soup.stat().st_size} bytes); largest difference from "
+              f"the out-of-fold scores in {args.oof.name}: {gap:.4f}")  # fmt: skip
+        return 0
     write_oof(rows, oof, args.oof)
     final = tr.train(list(fold))
     export(final, base, args.adapter)
