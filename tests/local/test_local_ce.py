@@ -197,3 +197,47 @@ def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
         logits = model(**enc).pooler_output @ f32["classifier.weight"].T + f32["classifier.bias"]
     theirs = (logits[:, 1] - logits[:, 0]).numpy()
     assert np.allclose(ours, theirs, atol=1e-4), (ours, theirs)
+
+
+def test_a_soup_adapter_is_the_mean_of_its_models(tmp_path: Path) -> None:
+    """``local_judge_train_ce.py --soup``: one adapter whose merged update is the mean of the
+    fold models' (factors side by side, B scaled by 1/K), pooler and head averaged; the judge
+    loads it like any adapter."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from nexagauge.judge.embeddings import packaged_model_dir
+
+    train = _load("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    base = packaged_model_dir()
+    models = [train._model(base), train._model(base)]
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for m in models:
+            for p in m.parameters():
+                if p.requires_grad:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    path = tmp_path / "soup.npz"
+    train.soup(models, base, path)
+    data = np.load(path)
+
+    def lora(m, k: int, name: str):  # type: ignore[no-untyped-def]
+        mod = m.bert.encoder.layer[k]
+        for part in name.split("."):
+            mod = getattr(mod, part)
+        return (mod.B @ mod.A).detach().numpy()
+
+    for k in (0, 5):
+        for name in LINEARS:
+            a, b = (
+                data[f"l{k}.{name}.A"].astype(np.float32),
+                data[f"l{k}.{name}.B"].astype(np.float32),
+            )
+            assert a.shape[0] == b.shape[1] == 2 * train.RANK
+            want = (lora(models[0], k, name) + lora(models[1], k, name)) / 2
+            assert np.allclose(b @ a, want, atol=2e-3), (k, name)
+    head = (models[0].classifier.weight + models[1].classifier.weight).detach().numpy() / 2
+    assert np.allclose(data["classifier.weight"].astype(np.float32), head, atol=1e-3)
+    pooler = (models[0].bert.pooler.dense.bias + models[1].bert.pooler.dense.bias) / 2
+    assert np.allclose(data["pooler.bias"].astype(np.float32), pooler.detach().numpy(), atol=1e-3)
+    scores = RelevanceCrossEncoder(path).score([("How long do I boil an egg?", "Nine minutes.")])
+    assert scores.shape == (1,) and np.isfinite(scores).all()
