@@ -8,14 +8,12 @@ shipped decision models are what fitting on the *calibration halves* gives, and 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from support.scripts import load_script
 
 from nexagauge.judge.local import CALIBRATED, LinearModel, LocalJudge
 
@@ -30,17 +28,10 @@ FLOOR = {
 }
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _load("local_judge_accuracy_bench", ROOT / "bench" / "local_judge_accuracy.py")
-builder = _load("build_local_judge_sets", ROOT / "tests" / "data" / "build_local_judge_sets.py")
+bench = load_script("local_judge_accuracy_bench", ROOT / "bench" / "local_judge_accuracy.py")
+builder = load_script(
+    "build_local_judge_sets", ROOT / "tests" / "data" / "build_local_judge_sets.py"
+)
 
 
 def test_labelled_sets_are_big_balanced_and_split_by_item() -> None:
@@ -104,7 +95,7 @@ def test_calibration_reproduces_the_models_and_meets_the_floors(prepared: object
             assert s.n >= 250 and s.accuracy >= FLOOR[(dataset, task)], (dataset, task, s)
 
 
-agreement = _load("local_judge_agreement_bench", ROOT / "bench" / "local_judge_agreement.py")
+agreement = load_script("local_judge_agreement_bench", ROOT / "bench" / "local_judge_agreement.py")
 
 
 def test_second_labels_cover_exactly_the_heldout_halves() -> None:
@@ -159,7 +150,7 @@ def test_docs_show_the_agreement_table_the_bench_computes(prepared: object) -> N
         assert row.markdown() in docs, row.markdown()
 
 
-probe = _load("local_judge_probe_bench", ROOT / "bench" / "local_judge_probe.py")
+probe = load_script("local_judge_probe_bench", ROOT / "bench" / "local_judge_probe.py")
 
 
 @pytest.mark.integration

@@ -10,32 +10,23 @@ the question (relevance) or the context (grounding).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 MIN_SENTENCES = 400  # issue 17: at least 400 sentences per task
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-builder = _load("local_judge_v2_build", ROOT / "tests" / "data" / "local_judge_v2" / "build.py")
-evalmod = _load("local_judge_eval_bench", ROOT / "bench" / "local_judge_eval.py")
+builder = load_script(
+    "local_judge_v2_build", ROOT / "tests" / "data" / "local_judge_v2" / "build.py"
+)
+evalmod = load_script("local_judge_eval_bench", ROOT / "bench" / "local_judge_eval.py")
 
 REQUIRED_KINDS = {
     "relevance": {
@@ -270,7 +261,7 @@ def test_make_judge_builds_the_local_judge_the_runtime_builds(tmp_path: Path) ->
 def test_nothing_calibrates_or_trains_on_a_test_only_set() -> None:
     """The v4 set measures the shipped judge on text nothing was fitted to: the calibration
     (and the cross-encoder's training, which reads the same sets) never loads it."""
-    lja = _load("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    lja = load_script("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
     assert evalmod.TEST_ONLY and not evalmod.TEST_ONLY & set(lja.SETS)
     assert set(evalmod.SETS) >= evalmod.TEST_ONLY
 

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.scripts import load_script
 
 from nexagauge.judge.local_ce import ADAPTER, LINEARS, CrossEncoderError, RelevanceCrossEncoder
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path):  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _load("local_judge_accuracy", ROOT / "bench" / "local_judge_accuracy.py")
+bench = load_script("local_judge_accuracy", ROOT / "bench" / "local_judge_accuracy.py")
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -207,7 +196,7 @@ def test_a_soup_adapter_is_the_mean_of_its_models(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from nexagauge.judge.embeddings import packaged_model_dir
 
-    train = _load("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
     base = packaged_model_dir()
     models = [train._model(base), train._model(base)]
     gen = torch.Generator().manual_seed(3)
