@@ -42,6 +42,11 @@ SETS = ("v2", "v3", "v4")
 #: sets written only to test the shipped judge: every case is in the held-out half, and nothing
 #: calibrates or trains on them (``local_judge_accuracy.SETS`` leaves them out)
 TEST_ONLY = frozenset({"v4"})
+#: sets written only to train on: every case is in the calibration half, so there is nothing
+#: to evaluate (v5: relevance only, the cross-encoder's extra training text)
+TRAIN_ONLY = frozenset({"v5"})
+#: every labelled set with a directory of its own (v1 is ``tests/data/*_pairs.jsonl``)
+LABELLED = (*SETS, *sorted(TRAIN_ONLY))
 TASKS = ("relevance", "grounding")
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 Z95 = 1.959963984540054
@@ -49,9 +54,14 @@ Z95 = 1.959963984540054
 
 def set_dir(dataset: str) -> Path:
     """The directory of a labelled set (``v2``: ``tests/data/local_judge_v2``)."""
-    if dataset not in SETS:
-        raise ValueError(f"set must be one of {SETS}, got {dataset!r}")
+    if dataset not in LABELLED:
+        raise ValueError(f"set must be one of {LABELLED}, got {dataset!r}")
     return DATA.parent / f"local_judge_{dataset}"
+
+
+def tasks_of(dataset: str) -> tuple[str, ...]:
+    """The tasks a set has labels for (a training-only set may have one)."""
+    return tuple(t for t in TASKS if (set_dir(dataset) / f"{t}.jsonl").is_file())
 
 
 def load(task: str, split: str | None = None, dataset: str = "v2") -> list[dict[str, Any]]:

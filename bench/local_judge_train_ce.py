@@ -2,8 +2,9 @@
 
 The packaged all-MiniLM-L6-v2, read as a cross-encoder over (question, sentence), gets a
 low-rank adapter (LoRA, rank 8, on every linear map of its six layers) plus a trained pooler
-and two-way head, fitted on the **calibration halves** of the three labelled sets only (the
-held-out halves are for reporting). It writes:
+and two-way head, fitted on the **calibration rows** of the training sets only (v1, v2, v3 and
+the training-only v5, less the rows whose question a held-out case asks:
+``local_judge_accuracy.load_rows``; the held-out halves and v4 are for reporting). It writes:
 
 - ``nexagauge/data/relevance_ce.npz``: the adapter of a model trained on every calibration row
   (float16 factors, about 1 MB), with the SHA-256 of the base model it belongs to;
@@ -11,8 +12,14 @@ held-out halves are for reporting). It writes:
   did not see its case (5 grouped folds, the folds of ``local_judge_probe.case_folds``). The
   decision model is calibrated on these, so it learns how much to trust scores on unseen text,
   not on text the adapter was trained on.
+- the adapter's ``score_offset``: how much higher the final model scores than the fold models,
+  on average, on unlabelled pairs none of them trained on (:func:`reference_pairs`: the
+  questions of ``bench/data/rag_cases.jsonl`` with their own answers' sentences and the next
+  case's). The judge subtracts it, so live scores are on the scale of the out-of-fold scores
+  the decision model was fitted on. ``--offset-only`` measures it again for the shipped adapter
+  (the fold models are retrained; training is seeded, so they are the same models).
 
-About 8 minutes on two cores (torch, transformers)::
+About 15 minutes on two cores (torch, transformers; 1,523 rows)::
 
     HF_HUB_OFFLINE=1 python bench/local_judge_train_ce.py
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate --write
@@ -24,6 +31,7 @@ which is why the adapter is shipped rather than trained at install time.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,8 +52,49 @@ OOF = lja.CE_OOF
 RANK, LR, EPOCHS, BATCH = 8, 5e-4, 4, 16
 
 
+RAG_CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
+
+
+def reference_pairs(path: Path = RAG_CASES) -> list[tuple[str, str]]:
+    """Unlabelled (question, sentence) pairs from text no model trains on: each RAG case's
+    question with its own answer's sentences, and with the next case's (off topic, mostly),
+    so both sides of the scale are represented. Cases whose question a training row asks too
+    (or one alike: ``local_judge_accuracy.same_question``) are left out. Deterministic."""
+    from nexagauge.judge.segment import sentences
+
+    trained = {lja.question_stems(r["question"]) for r in relevance_rows()
+               if r["split"] == "calibration"}  # fmt: skip
+    cases = [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
+    cases = [c for c in cases
+             if not any(lja.same_question(lja.question_stems(c["input"]), t) for t in trained)]  # fmt: skip
+    out = [(c["input"], s) for c in cases for s in sentences(c["output"])]
+    nxt = cases[1:] + cases[:1]
+    return out + [(c["input"], s) for c, d in zip(cases, nxt, strict=True)
+                  for s in sentences(d["output"])]  # fmt: skip
+
+
+def score_offset(final: Sequence[float], folds: Sequence[Sequence[float]]) -> float:
+    """The final model's mean score on the reference pairs less the fold models' (each fold
+    model's mean, averaged), rounded to 4 decimals.
+
+    Example:
+        >>> score_offset([2.0, 0.0], [[1.0, -1.0], [0.5, -0.5]])
+        1.0
+    """
+    return round(float(np.mean(final)) - float(np.mean([np.mean(f) for f in folds])), 4)
+
+
+def write_offset(path: Path, offset: float) -> None:
+    """Rewrite an adapter with ``score_offset`` set (everything else as it was)."""
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files if k != "score_offset"}
+    arrays["score_offset"] = np.array(offset, dtype=np.float32)
+    with path.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
 def relevance_rows() -> list[dict[str, Any]]:
-    """Every relevance row of the three sets, as the calibration sees them."""
+    """Every relevance row of the training sets, as the calibration sees them."""
     return [r for s in lja.SETS for r in lja.load_rows(s, "relevance")]
 
 
@@ -115,15 +164,21 @@ class Trainer:
         return model.eval()
 
     def score(self, model: Any, idx: Sequence[int]) -> dict[int, float]:
+        scores = self.score_pairs(model, [(self.rows[i]["question"], self.rows[i]["claim"])
+                                          for i in idx])  # fmt: skip
+        return dict(zip(idx, scores, strict=True))
+
+    def score_pairs(self, model: Any, pairs: Sequence[tuple[str, str]]) -> list[float]:
         import torch
 
-        out: dict[int, float] = {}
+        out: list[float] = []
         with torch.no_grad():
-            for a in range(0, len(idx), 64):
-                b = list(idx[a : a + 64])
-                logits = model(**self._enc(b)).logits
-                for i, d in zip(b, (logits[:, 1] - logits[:, 0]).tolist(), strict=True):
-                    out[i] = float(d)
+            for a in range(0, len(pairs), 64):
+                b = pairs[a : a + 64]
+                enc = self.tok([q for q, _ in b], [c for _, c in b], padding=True,
+                               truncation=True, max_length=MAX_LENGTH, return_tensors="pt")  # fmt: skip
+                logits = model(**enc).logits
+                out += [float(d) for d in (logits[:, 1] - logits[:, 0]).tolist()]
         return out
 
 
@@ -191,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oof", type=Path, default=OOF)
     ap.add_argument("--soup", type=Path,
                     help="instead: write the mean of the fold models' adapters here")  # fmt: skip
+    ap.add_argument("--offset-only", action="store_true",
+                    help="only measure the adapter's score_offset again (retrains the folds)")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
@@ -202,11 +259,24 @@ def main(argv: list[str] | None = None) -> int:
     fold = case_folds(rows)
     oof: dict[int, float] = {}
     models = []
+    ref = reference_pairs()
+    ref_folds: list[list[float]] = []
     for k in sorted(set(fold.values())):
         model = tr.train([i for i, f in fold.items() if f != k])
         oof.update(tr.score(model, [i for i, f in fold.items() if f == k]))
+        ref_folds.append(tr.score_pairs(model, ref))
         models.append(model)
         print(f"fold {k} done", file=sys.stderr, flush=True)
+    if args.offset_only:
+        committed = lja.read_oof(args.oof)
+        gap = max(abs(committed[rows[i]["id"]] - v) for i, v in oof.items())
+        raw = RelevanceCrossEncoder(args.adapter)
+        final_ref = [float(x) for x in raw.score(ref)]
+        offset = score_offset([x + raw.offset for x in final_ref], ref_folds)
+        write_offset(args.adapter, offset)
+        print(f"score_offset {offset} ({len(ref)} reference pairs) written to {args.adapter}; "
+              f"largest difference from the out-of-fold scores in {args.oof.name}: {gap:.4f}")  # fmt: skip
+        return 0
     if args.soup:
         soup(models, base, args.soup)
         # the fold models are those behind the committed out-of-fold scores (seeded)
@@ -218,15 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     write_oof(rows, oof, args.oof)
     final = tr.train(list(fold))
     export(final, base, args.adapter)
+    offset = score_offset(tr.score_pairs(final, ref), ref_folds)
+    write_offset(args.adapter, offset)
     # the shipped (float16) adapter, loaded the way the judge loads it, against the trained model
     held = [i for i, r in enumerate(rows) if r["split"] == "heldout"]
     trained = tr.score(final, held)
     shipped = RelevanceCrossEncoder(args.adapter).score(
         [(rows[i]["question"], rows[i]["claim"]) for i in held]
     )
-    gap = max(abs(trained[i] - float(s)) for i, s in zip(held, shipped, strict=True))
-    print(f"wrote {args.adapter} ({args.adapter.stat().st_size} bytes) and {args.oof}; "
-          f"largest score change from float16: {gap:.4f}")  # fmt: skip
+    gap = max(abs(trained[i] - offset - float(s)) for i, s in zip(held, shipped, strict=True))
+    print(f"wrote {args.adapter} ({args.adapter.stat().st_size} bytes, score_offset {offset}) "
+          f"and {args.oof}; largest score change from float16: {gap:.4f}")  # fmt: skip
     return 0
 
 

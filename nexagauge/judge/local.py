@@ -116,7 +116,7 @@ __all__ = [
 #: version of the local judge's method; goes into cache keys via ``CallInfo.prompt``
 LOCAL_JUDGE_VERSION = "local.v2"
 #: version of the calibration data and procedure behind :data:`CALIBRATED`
-CALIBRATION_VERSION = "cal.2026-11-f"
+CALIBRATION_VERSION = "cal.2026-11-g"
 
 #: runs ``fn(*args)`` off the event loop (``Runtime.to_thread``; default ``asyncio.to_thread``)
 Offload = Callable[..., Awaitable[Any]]
@@ -224,7 +224,7 @@ class LocalJudge:
         Example:
             >>> LocalJudge(embedder=my_embedder).describe()          # doctest: +SKIP
             'local:multilingual-e5-small-q4 cross_encoder=local:all-minilm-l6-v2-ce:3f2a...
-             lexicon=builtin.v2 calibration=cal.2026-11-f'
+             lexicon=builtin.v2 calibration=cal.2026-11-g'
         """
         m = self.result_meta()
         return (

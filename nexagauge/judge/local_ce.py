@@ -11,7 +11,11 @@ The adapter (``nexagauge/data/relevance_ce.npz``, about 1 MB, written by
 linear maps, LoRA factors ``A`` (rank x in) and ``B`` (out x rank), plus the pooler and the
 two-way head. Loading merges ``W += B @ A`` once, so a score costs one plain MiniLM pass. The
 adapter records the SHA-256 of the base model it was trained on; another base is refused,
-because the same words would then get different verdicts.
+because the same words would then get different verdicts. It may also hold ``score_offset``,
+subtracted from every score: the model trained on every calibration row scores higher than the
+fold models whose out-of-fold scores the decision model was fitted on, and the offset (their
+mean difference on unlabelled reference pairs, measured at training) puts its scores back on
+the scale the decision model expects.
 
 Example:
     >>> ce = RelevanceCrossEncoder()                                     # doctest: +SKIP
@@ -106,6 +110,7 @@ class RelevanceCrossEncoder:
         self._model_dir = model_dir
         self._lock = threading.Lock()
         self._w: dict[str, np.ndarray] | None = None
+        self.offset = 0.0  # the adapter's score_offset, read with the weights
         self._tok: Any = None
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -146,6 +151,7 @@ class RelevanceCrossEncoder:
             w[name.replace("pooler.", "pooler.dense.")] = data[name].astype(np.float32)
         w["classifier.weight"] = data["classifier.weight"].astype(np.float32)
         w["classifier.bias"] = data["classifier.bias"].astype(np.float32)
+        self.offset = float(data["score_offset"]) if "score_offset" in data.files else 0.0
         for k in range(6):
             for name in LINEARS:
                 key = f"encoder.layer.{k}.{name}"
@@ -204,7 +210,8 @@ class RelevanceCrossEncoder:
             self._cache.clear()
 
     def score(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
-        """Log-odds (on topic minus off topic) per (question, sentence) pair.
+        """Log-odds (on topic minus off topic) per (question, sentence) pair, less the
+        adapter's ``score_offset``.
 
         Pairs seen lately come from an LRU cache (the same sentence is judged again in a
         retried case, a duplicate delivery, or alone and in its answer); the rest are scored in
@@ -234,7 +241,8 @@ class RelevanceCrossEncoder:
                 types = np.array([e.type_ids for e in enc], dtype=np.int64)
                 mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
                 logits = self._forward(ids, types, mask)
-                for pair, value in zip(chunk, logits[:, 1] - logits[:, 0], strict=True):
+                values = logits[:, 1] - logits[:, 0] - np.float32(self.offset)
+                for pair, value in zip(chunk, values, strict=True):
                     out[todo[pair]] = value
                     self._cache[pair] = float(value)
             while len(self._cache) > self.cache_size:

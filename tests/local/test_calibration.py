@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: measured held-out accuracy of the shipped models on the v2 and v3 sets, rounded down (no
 #: regression; docs/local-judge.md has the figures)
 FLOOR = {
-    ("v2", "relevance"): 0.85,
+    ("v2", "relevance"): 0.90,
     ("v2", "grounding"): 0.72,
-    ("v3", "relevance"): 0.86,
+    ("v3", "relevance"): 0.91,
     ("v3", "grounding"): 0.74,
 }
 
@@ -89,7 +89,7 @@ def test_calibration_reproduces_the_models_and_meets_the_floors(prepared: object
         v1 = stats[("v1", task, "clear")]
         assert v1.n >= 100 and v1.accuracy >= bench.TARGET_V1_CLEAR, (task, v1)
         # the varied sets: the measured held-out accuracy may not regress (the 0.88
-        # target is not reached yet: docs/local-judge.md gives the numbers and intervals)
+        # target is not reached on v4 or for grounding: docs/local-judge.md has the figures)
         for dataset in ("v2", "v3"):
             s = stats[(dataset, task, "all")]
             assert s.n >= 250 and s.accuracy >= FLOOR[(dataset, task)], (dataset, task, s)

@@ -1,8 +1,8 @@
-"""The second and third labelled sets of the local judge (issue 17) are well-formed (fast: no model).
+"""The labelled sets of the local judge (issue 17: v2 to v5) are well-formed (fast: no model).
 
-Checks what ``docs/local-judge.md`` ("Evaluation set v2", "Evaluation set v3") promises about
-``tests/data/local_judge_v2/`` and ``local_judge_v3/``: the committed files are exactly what the builder makes from the
-hand-written source, every row has the schema and a valid label, splits are by case (no question
+Checks what ``docs/local-judge.md`` ("Evaluation set v2" to "v4", "Training set v5") promises
+about ``tests/data/local_judge_v*/``: the committed files are exactly what the builder makes from
+the hand-written source, every row has the schema and a valid label, splits are by case (no question
 or context text in both halves), both halves hold both labels and every frequent kind, the set is
 big enough, and sentences tagged ``paraphrase_no_shared_word`` really share no content word with
 the question (relevance) or the context (grounding).
@@ -82,7 +82,19 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in words if w not in _STOP and len(w) > 2}
 
 
-SET_TASKS = [(s, t) for s in evalmod.SETS for t in builder.TASKS]
+SET_TASKS = [(s, t) for s in evalmod.LABELLED for t in evalmod.tasks_of(s)]
+
+
+def test_every_evaluation_set_has_both_tasks_and_v5_trains_relevance_only() -> None:
+    """An evaluation set labels both tasks; the training-only v5 labels relevance, trains the
+    cross-encoder and calibrates (``local_judge_accuracy.SETS``), and is never evaluated."""
+    lja = load_script("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    assert all(evalmod.tasks_of(s) == builder.TASKS for s in evalmod.SETS)
+    assert {"v5"} == evalmod.TRAIN_ONLY and evalmod.tasks_of("v5") == ("relevance",)
+    assert set(lja.SETS) >= evalmod.TRAIN_ONLY and not evalmod.TRAIN_ONLY & set(evalmod.SETS)
+    assert not evalmod.TRAIN_ONLY & evalmod.TEST_ONLY
+    with pytest.raises(ValueError, match="set must be one of"):
+        evalmod.set_dir("v9")
 
 
 @pytest.fixture(scope="module", params=SET_TASKS, ids=[f"{s}-{t}" for s, t in SET_TASKS])
@@ -125,6 +137,9 @@ def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[s
     if rows[0]["id"][3:].split("-")[0] in {d[1:] for d in evalmod.TEST_ONLY}:  # rel4-..., grd4-...
         assert {r["split"] for r in rows} == {"heldout"}  # a test-only set has no other half
         return
+    if rows[0]["id"][3:].split("-")[0] in {d[1:] for d in evalmod.TRAIN_ONLY}:
+        assert {r["split"] for r in rows} == {"calibration"}  # a training-only set, likewise
+        return
     target = "question" if task == "relevance" else "context"
     halves = {s: [r for r in rows if r["split"] == s] for s in builder.SPLITS}
     cal, held = halves["calibration"], halves["heldout"]
@@ -143,15 +158,17 @@ def test_split_by_case_balanced_and_stratified(task_rows: tuple[str, list[dict[s
             ), key
 
 
-@pytest.mark.parametrize("dataset", evalmod.SETS)
+@pytest.mark.parametrize("dataset", evalmod.LABELLED)
 def test_every_case_has_a_frozen_half(dataset: str) -> None:
     """A published case never changes half: the source names it (``build.py --freeze``)."""
-    for task in builder.TASKS:
+    for task in evalmod.tasks_of(dataset):
         src = evalmod.set_dir(dataset) / "src" / f"{task}.txt"
         cases = builder.parse(task, src.read_text("utf-8"))
         assert [c.id for c in cases if c.split is None] == []
         if dataset in evalmod.TEST_ONLY:
             assert {c.split for c in cases} == {"heldout"}, dataset
+        if dataset in evalmod.TRAIN_ONLY:
+            assert {c.split for c in cases} == {"calibration"}, dataset
         # appending a case without a half moves no earlier case
         extra = builder.Case("zz-new", "x", 0, None, "q?", "c.", [("direct", "A new one.", True)])
         before = builder.assign_splits(cases)
@@ -176,6 +193,27 @@ def test_no_shared_word_paraphrases_share_no_content_word(
         if r["kind"] == "paraphrase_no_shared_word" and _stems(r["claim"]) & _stems(r[target])
     ]
     assert not bad
+
+
+def test_the_builder_builds_the_tasks_a_set_has_and_names_a_set_with_none(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "local_judge_v7" / "src"
+    src.mkdir(parents=True)
+    with pytest.raises(SystemExit, match=r"no relevance.txt or grounding.txt"):
+        builder.main([str(src.parent)])
+    (src / "relevance.txt").write_text(
+        "=== a-case | x | calibration\nQ: How long is the warranty?\n"
+        "+ direct: Two years from delivery.\n- filler: Thanks for asking!\n",
+        "utf-8",
+    )
+    builder.main([str(src.parent)])
+    assert sorted(p.name for p in src.parent.glob("*.jsonl")) == ["relevance.jsonl"]
+    rows = [json.loads(x) for x in (src.parent / "relevance.jsonl").read_text("utf-8").splitlines()]
+    assert [(r["id"], r["label"], r["split"]) for r in rows] == [
+        ("rel7-a-case-0", "on_topic", "calibration"),
+        ("rel7-a-case-1", "off_topic", "calibration"),
+    ]
 
 
 def test_parse_errors_name_the_line() -> None:
@@ -258,6 +296,43 @@ def test_make_judge_builds_the_local_judge_the_runtime_builds(tmp_path: Path) ->
         evalmod.make_judge(tmp_path / "missing.toml")
 
 
+def test_calibration_never_sees_a_question_a_held_out_case_asks() -> None:
+    """The writers of each set worked alone and common questions recur across sets ("What is the
+    capital of Australia?" is in v2, v3 and v4; a v5 writer asked v2's Python 3.8 question word
+    for word). The cross-encoder trains on calibration rows and could learn a question's
+    answers, so calibration rows that ask a held-out question, or one alike, are left out:
+    the held-out and test-only figures measure questions nothing was fitted to."""
+    lja = load_script("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    held = {r["question"] for s in lja.HELD_OUT_SETS for r in lja.load_rows(s, "relevance")
+            if r["split"] == "heldout"}  # fmt: skip
+    assert set(lja.HELD_OUT_SETS) >= set(evalmod.SETS) | {"v1"}  # v4 (test only) included
+    assert len(held) > 200
+    stems = [lja.question_stems(q) for q in held]
+    left_out = 0
+    for dataset in lja.SETS:
+        raw = lja._read_rows(dataset, "relevance")
+        kept = lja.load_rows(dataset, "relevance")
+        for r in kept:
+            if r["split"] == "calibration":
+                mine = lja.question_stems(r["question"])
+                assert not any(lja.same_question(mine, h) for h in stems), r["id"]
+        # held-out rows are all kept; only calibration rows are left out
+        assert [r["id"] for r in raw if r["split"] == "heldout"] == [
+            r["id"] for r in kept if r["split"] == "heldout"
+        ]
+        left_out += len(raw) - len(kept)
+    assert left_out == 298  # docs/local-judge.md, "Labelled data and calibration"
+    # the rule, on the pairs quoted in its comment
+    same = lja.same_question
+    q = lja.question_stems
+    assert same(q("When does Python 3.8 stop getting security updates?"),
+                q("when does python 3.8 stop getting security updates"))  # fmt: skip
+    assert same(q("How do I cache node_modules in GitHub Actions?"),
+                q("How do I cache npm dependencies in GitHub Actions?"))  # fmt: skip
+    assert not same(q("What is the capital of Australia?"), q("What is the capital of France?"))
+    assert not same(q("Why?"), q("Why?"))  # no content word: nothing to compare
+
+
 def test_nothing_calibrates_or_trains_on_a_test_only_set() -> None:
     """The v4 set measures the shipped judge on text nothing was fitted to: the calibration
     (and the cross-encoder's training, which reads the same sets) never loads it."""
@@ -272,7 +347,12 @@ def v4_docs_rows() -> list[str]:
     runs = [
         ("before issue 17 (`820af0b`)", "local_judge_eval_v4_baseline.json"),
         ("`cal.2026-11-e` (no cross-encoder, `65ffde0`)", "local_judge_eval_v4_before_ce.json"),
-        ("now (`cal.2026-11-f`)", "local_judge_eval_v4.json"),
+        (
+            "`cal.2026-11-f` (cross-encoder trained on v1-v3, `5418774`)",
+            "local_judge_eval_v4_cal_f.json",
+        ),  # fmt: skip
+        ("`cal.2026-11-g` without the score offset", "local_judge_eval_v4_no_offset.json"),
+        ("now (`cal.2026-11-g`: + v5, score offset)", "local_judge_eval_v4.json"),
     ]
     rows = []
     reports = {}
@@ -285,7 +365,7 @@ def v4_docs_rows() -> list[str]:
             acc = f"{o['accuracy']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}]"
             cells += [f"**{acc}**" if file == runs[-1][1] else acc, f"{rep[task]['kappa']:.3f}"]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    now, before = reports[runs[-1][1]]["relevance"], reports[runs[1][1]]["relevance"]
+    now, before = reports[runs[-1][1]]["relevance"], reports[runs[2][1]]["relevance"]
     for kind, k in now["per_kind"].items():
         if k["n"] >= 12:
             rows.append(f"| {kind} | " + ("on_topic" if kind not in (
@@ -302,7 +382,8 @@ def test_docs_show_the_v4_figures_the_committed_runs_measured() -> None:
     for row in rows:
         assert row in docs, row
     # every run judged every sentence of the set, once
-    for file in ("local_judge_eval_v4.json", "local_judge_eval_v4_before_ce.json"):
+    for file in ("local_judge_eval_v4.json", "local_judge_eval_v4_no_offset.json",
+                 "local_judge_eval_v4_cal_f.json", "local_judge_eval_v4_before_ce.json"):  # fmt: skip
         rep = json.loads((ROOT / "bench" / "results" / file).read_text("utf-8"))
         for r in rep["reports"]:
             assert r["overall"]["n"] == len(evalmod.load(r["task"], "heldout", "v4")), file
@@ -317,3 +398,31 @@ def test_v4_agreement_and_eval_report_the_same_judge_accuracy() -> None:
     for r in ev["reports"]:
         (row,) = [a for a in table if a["set"] == "v4" and a["task"] == r["task"]]
         assert row["judge_first"] == {"k": r["overall"]["correct"], "n": r["overall"]["n"]}
+
+
+def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
+    """docs/local-judge.md ("Accuracy on the held-out halves": the main table's v1-v3 rows and
+    the relevance per-kind table) shows bench/results/local_judge_accuracy.json, and its v4
+    rows show the committed v4 eval."""
+    res = ROOT / "bench" / "results"
+    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    acc = json.loads((res / "local_judge_accuracy.json").read_text("utf-8"))
+    by = {(r["set"], r["task"], r["subset"]): r for r in acc}
+    for (dataset, task, subset), r in by.items():
+        cell = f"{r['accuracy']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
+        if subset == "all" and dataset in ("v2", "v3"):
+            assert f"| {task} | {r['n']} | " in docs and f"**{cell}** | {r['kappa']:.3f} |" in docs
+        if dataset == "v1" and subset in ("all", "clear"):
+            assert f"| v1 | {task}, {subset} | {r['n']} |" in docs
+            assert f"| {cell} | {r['kappa']:.3f} |" in docs, (task, subset)
+    for kind in ("direct", "paraphrase_no_shared_word", "same_subject_trivia", "tangent"):
+        cells = []
+        for dataset in ("v3", "v2"):
+            r = by[(dataset, "relevance", f"kind={kind}")]
+            cells += [str(r["n"]), f"{r['accuracy']:.3f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]"]
+        assert f"| {kind} | " + " | ".join(cells) + " |" in docs, kind
+    ev = json.loads((res / "local_judge_eval_v4.json").read_text("utf-8"))
+    for rep in ev["reports"]:
+        o = rep["overall"]
+        cell = f"**{o['accuracy']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}]** | {rep['kappa']:.3f} |"
+        assert f"| {rep['task']} | {o['n']} | " in docs and cell in docs, rep["task"]

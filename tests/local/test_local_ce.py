@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,61 @@ def test_a_soup_adapter_is_the_mean_of_its_models(tmp_path: Path) -> None:
     assert np.allclose(data["pooler.bias"].astype(np.float32), pooler.detach().numpy(), atol=1e-3)
     scores = RelevanceCrossEncoder(path).score([("How long do I boil an egg?", "Nine minutes.")])
     assert scores.shape == (1,) and np.isfinite(scores).all()
+
+
+def test_the_score_offset_is_subtracted_from_every_score_and_renames_the_adapter(
+    tmp_path: Path,
+) -> None:
+    """``score_offset`` (``local_judge_train_ce.write_offset``) moves every score by exactly
+    that much, cached or not, keeps every other array, and changes the adapter's digest, so
+    verdicts made before and after never share a cache key."""
+    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    path = tmp_path / "shifted.npz"
+    path.write_bytes(ADAPTER.read_bytes())
+    train.write_offset(path, 0.0)
+    zero = RelevanceCrossEncoder(path)
+    pairs = [("How long do I boil an egg?", "About nine minutes."), ("q?", "Unrelated.")]
+    before = zero.score(pairs)
+    train.write_offset(path, 1.25)
+    shifted = RelevanceCrossEncoder(path)
+    assert shifted.digest != zero.digest
+    after = shifted.score(pairs)
+    assert shifted.offset == 1.25
+    assert np.allclose(after, before - 1.25, atol=1e-5), (before, after)
+    assert np.array_equal(shifted.score(pairs), after)  # from the cache: the same, shifted
+    with np.load(path) as a, np.load(ADAPTER) as b:
+        assert set(a.files) == set(b.files) | {"score_offset"}
+        assert all(np.array_equal(a[k], b[k]) for k in b.files if k != "score_offset")
+
+
+def test_the_shipped_adapter_carries_its_measured_offset() -> None:
+    """The shipped adapter's offset is the one ``local_judge_train_ce.py`` measured (a real,
+    positive shift: the model trained on every calibration row scores higher than the fold
+    models; docs/local-judge.md, "A known bias")."""
+    with np.load(ADAPTER) as data:
+        offset = float(data["score_offset"])
+    assert 0.1 < offset < 3.0
+    docs = (ROOT / "docs" / "local-judge.md").read_text("utf-8")
+    assert f"`score_offset` {offset:.4f}" in docs
+
+
+def test_reference_pairs_are_unlabelled_rag_text_on_both_sides_of_the_scale() -> None:
+    """The offset is measured on pairs no model trains on (bench/data/rag_cases.jsonl): each
+    question with its own answer's sentences and with the next case's."""
+    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    pairs = train.reference_pairs()
+    assert pairs == train.reference_pairs() and len(pairs) > 150
+    questions = {q for q, _ in pairs}
+    lines = train.RAG_CASES.read_text("utf-8").splitlines()
+    cases = {c["input"]: c["output"] for c in map(json.loads, lines)}
+    trained = [bench.question_stems(r["question"]) for r in train.relevance_rows()
+               if r["split"] == "calibration"]  # fmt: skip
+    for q in cases:  # a RAG case is used exactly when no training row asks its question
+        near = any(bench.same_question(bench.question_stems(q), t) for t in trained)
+        assert (q in questions) != near, q
+    assert 40 <= len(questions) < len(cases)  # "What is the half-life of carbon-14?" is in v1
+    half = len(pairs) // 2  # as many sentences on each side: every answer is used twice
+    assert len(pairs) == 2 * half
+    assert all(s in cases[q] for q, s in pairs[:half])  # its own answer
+    assert not any(s in cases[q] for q, s in pairs[half:])  # the next case's answer
+    assert train.score_offset([2.0, 0.0], [[1.0, -1.0], [0.5, -0.5]]) == 1.0

@@ -286,7 +286,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(rest) > 1 or any(a.startswith("-") for a in rest):
         raise SystemExit("usage: build.py [--freeze] [SET_DIR]  (default: this directory, v2)")
     root = Path(rest[0]).resolve() if rest else HERE
-    for task in TASKS:
+    tasks = [t for t in TASKS if (root / "src" / f"{t}.txt").is_file()]
+    if not tasks:
+        raise SystemExit(f"{root / 'src'}: no {' or '.join(f'{t}.txt' for t in TASKS)}")
+    for task in tasks:  # a set may have one task only (v5: relevance, training data)
         if do_freeze:
             print(f"{task}: froze the half of {freeze(task, root)} new cases")
         rows = build(task, root)
