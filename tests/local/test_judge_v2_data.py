@@ -350,7 +350,7 @@ def v4_docs_rows() -> list[str]:
         (
             "`cal.2026-11-f` (cross-encoder trained on v1-v3, `5418774`)",
             "local_judge_eval_v4_cal_f.json",
-        ),  # fmt: skip
+        ),
         ("`cal.2026-11-g` without the score offset", "local_judge_eval_v4_no_offset.json"),
         ("now (`cal.2026-11-g`: + v5, score offset)", "local_judge_eval_v4.json"),
     ]
