@@ -4,7 +4,7 @@ calibration halves (issue 17).
 
 Why: similarity to the question cannot tell a tangent that shares the question's words from an
 answer, nor see an answer in words the question does not use; a model that reads both texts at
-once can. Measured in ``docs/local-judge.md`` ("A cross-encoder trained on the labelled sets").
+once can. Measured in ``docs/local-judge.md`` ("The relevance cross-encoder: how it was chosen").
 
 The adapter (``nexagauge/data/relevance_ce.npz``, about 1 MB, written by
 ``bench/local_judge_train_ce.py``) holds, for each of the six encoder layers and each of its

@@ -289,3 +289,36 @@ def test_reference_pairs_are_unlabelled_rag_text_on_both_sides_of_the_scale() ->
     assert all(s in cases[q] for q, s in pairs[:half])  # its own answer
     assert not any(s in cases[q] for q, s in pairs[half:])  # the next case's answer
     assert train.score_offset([2.0, 0.0], [[1.0, -1.0], [0.5, -0.5]]) == 1.0
+
+
+def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``local_judge_train_ce.py`` on a few real cases (one epoch): out-of-fold scores for
+    exactly the calibration rows, and an adapter the judge loads, carrying a score offset that
+    the judge subtracts (its scores are the trained model's less the offset, up to float16)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    rows = bench.load_rows("v2", "relevance")
+    cal = sorted({r["item"] for r in rows if r["split"] == "calibration"})[:10]
+    held = sorted({r["item"] for r in rows if r["split"] == "heldout"})[:2]
+    few = [r for r in rows if r["item"] in {*cal, *held}]
+    ref = train.reference_pairs()[::25]
+    monkeypatch.setattr(train, "relevance_rows", lambda: few)
+    monkeypatch.setattr(train, "reference_pairs", lambda: ref)
+    monkeypatch.setattr(train, "EPOCHS", 1)
+    adapter, oof = tmp_path / "a.npz", tmp_path / "oof.tsv"
+    assert train.main(["--adapter", str(adapter), "--oof", str(oof)]) == 0
+    out = capsys.readouterr().out
+    assert [line.split("\t")[0] for line in oof.read_text("utf-8").splitlines()] == [
+        r["id"] for r in few if r["split"] == "calibration"
+    ]
+    with np.load(adapter) as data:
+        offset = float(data["score_offset"])
+    assert np.isfinite(offset) and f"score_offset {round(offset, 4)}" in out
+    gap = float(out.rsplit("largest score change from float16: ", 1)[1].split()[0])
+    assert gap < 0.01, out  # the shipped scores are the trained model's, less the offset
+    ce = RelevanceCrossEncoder(adapter)
+    ce.score(ref[:1])
+    assert ce.offset == pytest.approx(offset)
