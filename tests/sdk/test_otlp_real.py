@@ -96,6 +96,7 @@ def test_shutdown_keeps_its_timeout_against_a_hung_collector(
         monkeypatch.delenv(var, raising=False)
     server, stop = _silent_server()
     port = server.getsockname()[1]
+    before = set(threading.enumerate())
     _errors.set_strict(False)
     try:
         nexagauge.configure(
@@ -122,3 +123,10 @@ def test_shutdown_keeps_its_timeout_against_a_hung_collector(
         server.close()
         _errors.set_strict(None)
         _errors.reset_logged()
+    # shutdown returned on time and left the export it abandoned running; that export must
+    # still end within the exporter's own timeout (10 s), and must not outlive this test: its
+    # retries would run (and draw random jitter) under whatever test comes next
+    leftover = set(threading.enumerate()) - before
+    for t in leftover:
+        t.join(timeout=20)
+    assert not [t.name for t in leftover if t.is_alive()]
