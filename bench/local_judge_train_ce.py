@@ -139,10 +139,12 @@ class Trainer:
         self.tok = AutoTokenizer.from_pretrained(str(base))
         self.gold = [r["label"] == lja.POSITIVE["relevance"] for r in rows]
 
-    def _enc(self, idx: Sequence[int]) -> Any:
-        return self.tok([self.rows[i]["question"] for i in idx],
-                        [self.rows[i]["claim"] for i in idx], padding=True, truncation=True,
-                        max_length=MAX_LENGTH, return_tensors="pt")  # fmt: skip
+    def _pairs(self, idx: Sequence[int]) -> list[tuple[str, str]]:
+        return [(self.rows[i]["question"], self.rows[i]["claim"]) for i in idx]
+
+    def _enc(self, pairs: Sequence[tuple[str, str]]) -> Any:
+        return self.tok([q for q, _ in pairs], [c for _, c in pairs], padding=True,
+                        truncation=True, max_length=MAX_LENGTH, return_tensors="pt")  # fmt: skip
 
     def train(self, idx: Sequence[int]) -> Any:
         import torch
@@ -157,16 +159,16 @@ class Trainer:
             for a in range(0, len(order), BATCH):
                 b = order[a : a + BATCH]
                 y = torch.tensor([int(self.gold[i]) for i in b])
-                loss = torch.nn.functional.cross_entropy(model(**self._enc(b)).logits, y)
+                loss = torch.nn.functional.cross_entropy(
+                    model(**self._enc(self._pairs(b))).logits, y
+                )
                 loss.backward()
                 opt.step()
                 opt.zero_grad()
         return model.eval()
 
     def score(self, model: Any, idx: Sequence[int]) -> dict[int, float]:
-        scores = self.score_pairs(model, [(self.rows[i]["question"], self.rows[i]["claim"])
-                                          for i in idx])  # fmt: skip
-        return dict(zip(idx, scores, strict=True))
+        return dict(zip(idx, self.score_pairs(model, self._pairs(idx)), strict=True))
 
     def score_pairs(self, model: Any, pairs: Sequence[tuple[str, str]]) -> list[float]:
         import torch
@@ -174,10 +176,7 @@ class Trainer:
         out: list[float] = []
         with torch.no_grad():
             for a in range(0, len(pairs), 64):
-                b = pairs[a : a + 64]
-                enc = self.tok([q for q, _ in b], [c for _, c in b], padding=True,
-                               truncation=True, max_length=MAX_LENGTH, return_tensors="pt")  # fmt: skip
-                logits = model(**enc).logits
+                logits = model(**self._enc(pairs[a : a + 64])).logits
                 out += [float(d) for d in (logits[:, 1] - logits[:, 0]).tolist()]
         return out
 
@@ -270,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.offset_only:
         committed = lja.read_oof(args.oof)
         gap = max(abs(committed[rows[i]["id"]] - v) for i, v in oof.items())
+        if gap > 0.01:  # other fold models than those behind the decision model: refuse
+            raise SystemExit(f"the retrained fold models differ from {args.oof} by up to "
+                             f"{gap:.4f}; retrain everything instead (without --offset-only)")  # fmt: skip
         raw = RelevanceCrossEncoder(args.adapter)
         final_ref = [float(x) for x in raw.score(ref)]
         offset = score_offset([x + raw.offset for x in final_ref], ref_folds)

@@ -322,3 +322,13 @@ def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     ce = RelevanceCrossEncoder(adapter)
     ce.score(ref[:1])
     assert ce.offset == pytest.approx(offset)
+    # --offset-only retrains the fold models (seeded: the same ones) and measures it again
+    assert train.main(["--adapter", str(adapter), "--oof", str(oof), "--offset-only"]) == 0
+    with np.load(adapter) as data:
+        assert float(data["score_offset"]) == pytest.approx(offset, abs=2e-4)
+    # ... and refuses when the fold models are not the ones behind the out-of-fold scores
+    shifted = [f"{i}\t{float(v) + 1:.4f}" for i, v in
+               (line.split("\t") for line in oof.read_text("utf-8").splitlines())]  # fmt: skip
+    oof.write_text("\n".join(shifted) + "\n", "utf-8")
+    with pytest.raises(SystemExit, match="retrained fold models differ"):
+        train.main(["--adapter", str(adapter), "--oof", str(oof), "--offset-only"])
