@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import local_judge_accuracy as lja  # noqa: E402
 from local_judge_probe import case_folds  # noqa: E402
+from local_judge_swap import Swap, swapped  # noqa: E402
 
 from nexagauge.judge.local_ce import ADAPTER, LINEARS, MAX_LENGTH, file_sha256  # noqa: E402
 
@@ -131,16 +132,49 @@ def _model(base: Path) -> Any:
     return model
 
 
+def training_indices(
+    fold: dict[int, int], n: int, swaps: Sequence[Swap], k: int | None
+) -> list[int]:
+    """Indices a model trains on: every calibration row outside fold ``k`` (all when ``k`` is
+    None), and every swap (numbered from ``n``, after the ``n`` labelled rows) neither of whose
+    cases is in fold ``k``: a fold model must not have seen the question or the answer of a
+    case it scores out of fold.
+
+    Example:
+        >>> s = Swap("q", "c", (0, 1))
+        >>> training_indices({0: 0, 1: 1, 2: 2}, 3, [s], 2), training_indices({0: 0, 1: 1}, 3, [s], 1)
+        ([0, 1, 3], [0])
+    """
+    own = [i for i, f in fold.items() if f != k]
+    return own + [n + j for j, x in enumerate(swaps)
+                  if k is None or k not in (fold[x.cases[0]], fold[x.cases[1]])]  # fmt: skip
+
+
 class Trainer:
-    def __init__(self, rows: Sequence[dict[str, Any]], base: Path) -> None:
+    """The labelled rows (indices ``0 .. len(rows) - 1``) and, after them, optional extra
+    negatives (``--swaps K``): the swapped answers of the calibration cases
+    (``local_judge_swap.swapped``: a case's answer put to a neighbouring case's question).
+    Trained on the labelled rows alone, the cross-encoder learnt what an answer looks like more
+    than whether it answers *this* question: it gives a positive score to 88% of the
+    calibration swaps ("Can I get a late checkout on Sunday?" / "Yes, most likely: under EU
+    Regulation 261/2004 a delay of three hours ... gives you 250 euros."). Trained on them it rejects most swaps but loses
+    accuracy on the labelled sets (docs/local-judge.md, "Swapped answers"), so the shipped
+    adapter is trained without."""
+
+    def __init__(
+        self, rows: Sequence[dict[str, Any]], base: Path, extra: Sequence[Swap] = ()
+    ) -> None:
         from transformers import AutoTokenizer
 
-        self.rows, self.base = rows, base
+        self.rows, self.base, self.extra = rows, base, list(extra)
         self.tok = AutoTokenizer.from_pretrained(str(base))
+        self.pairs = [(r["question"], r["claim"]) for r in rows]
+        self.pairs += [(x.question, x.claim) for x in self.extra]
         self.gold = [r["label"] == lja.POSITIVE["relevance"] for r in rows]
+        self.gold += [False] * len(self.extra)
 
     def _pairs(self, idx: Sequence[int]) -> list[tuple[str, str]]:
-        return [(self.rows[i]["question"], self.rows[i]["claim"]) for i in idx]
+        return [self.pairs[i] for i in idx]
 
     def _enc(self, pairs: Sequence[tuple[str, str]]) -> Any:
         return self.tok([q for q, _ in pairs], [c for _, c in pairs], padding=True,
@@ -247,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="instead: write the mean of the fold models' adapters here")  # fmt: skip
     ap.add_argument("--offset-only", action="store_true",
                     help="only measure the adapter's score_offset again (retrains the folds)")  # fmt: skip
+    ap.add_argument("--swaps", type=int, default=0, metavar="K",
+                    help="also train on K swapped answers per calibration case as negatives "
+                         "(local_judge_swap.swapped; measured, not shipped: docs/local-judge.md)")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
@@ -254,14 +291,14 @@ def main(argv: list[str] | None = None) -> int:
 
     base = packaged_model_dir()
     rows = relevance_rows()
-    tr = Trainer(rows, base)
     fold = case_folds(rows)
+    tr = Trainer(rows, base, swapped(rows, "calibration", args.swaps) if args.swaps else [])
     oof: dict[int, float] = {}
     models = []
     ref = reference_pairs()
     ref_folds: list[list[float]] = []
     for k in sorted(set(fold.values())):
-        model = tr.train([i for i, f in fold.items() if f != k])
+        model = tr.train(training_indices(fold, len(rows), tr.extra, k))
         oof.update(tr.score(model, [i for i, f in fold.items() if f == k]))
         ref_folds.append(tr.score_pairs(model, ref))
         models.append(model)
@@ -288,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
               f"the out-of-fold scores in {args.oof.name}: {gap:.4f}")  # fmt: skip
         return 0
     write_oof(rows, oof, args.oof)
-    final = tr.train(list(fold))
+    final = tr.train(training_indices(fold, len(rows), tr.extra, None))
     export(final, base, args.adapter)
     offset = score_offset(tr.score_pairs(final, ref), ref_folds)
     write_offset(args.adapter, offset)

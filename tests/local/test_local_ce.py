@@ -294,8 +294,9 @@ def test_reference_pairs_are_unlabelled_rag_text_on_both_sides_of_the_scale() ->
 def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``local_judge_train_ce.py`` on a few real cases (one epoch): out-of-fold scores for
-    exactly the calibration rows, and an adapter the judge loads, carrying a score offset that
+    """``local_judge_train_ce.py`` on a few real cases (one epoch, with one swapped answer per
+    case as an extra negative, ``--swaps 1``): out-of-fold scores for exactly the calibration
+    rows (none for the swaps), and an adapter the judge loads, carrying a score offset that
     the judge subtracts (its scores are the trained model's less the offset, up to float16)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -308,8 +309,12 @@ def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     monkeypatch.setattr(train, "relevance_rows", lambda: few)
     monkeypatch.setattr(train, "reference_pairs", lambda: ref)
     monkeypatch.setattr(train, "EPOCHS", 1)
+    swaps: list = []
+    real_swapped = train.swapped
+    monkeypatch.setattr(train, "swapped", lambda *a: swaps.extend(real_swapped(*a)) or swaps)
     adapter, oof = tmp_path / "a.npz", tmp_path / "oof.tsv"
-    assert train.main(["--adapter", str(adapter), "--oof", str(oof)]) == 0
+    assert train.main(["--adapter", str(adapter), "--oof", str(oof), "--swaps", "1"]) == 0
+    assert len(swaps) == len(cal)  # one per calibration case, trained on
     out = capsys.readouterr().out
     assert [line.split("\t")[0] for line in oof.read_text("utf-8").splitlines()] == [
         r["id"] for r in few if r["split"] == "calibration"
@@ -323,7 +328,11 @@ def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     ce.score(ref[:1])
     assert ce.offset == pytest.approx(offset)
     # --offset-only retrains the fold models (seeded: the same ones) and measures it again
-    assert train.main(["--adapter", str(adapter), "--oof", str(oof), "--offset-only"]) == 0
+    swaps.clear()
+    assert (
+        train.main(["--adapter", str(adapter), "--oof", str(oof), "--offset-only", "--swaps", "1"])
+        == 0
+    )
     with np.load(adapter) as data:
         assert float(data["score_offset"]) == pytest.approx(offset, abs=2e-4)
     # ... and refuses when the fold models are not the ones behind the out-of-fold scores
@@ -331,4 +340,4 @@ def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
                (line.split("\t") for line in oof.read_text("utf-8").splitlines())]  # fmt: skip
     oof.write_text("\n".join(shifted) + "\n", "utf-8")
     with pytest.raises(SystemExit, match="retrained fold models differ"):
-        train.main(["--adapter", str(adapter), "--oof", str(oof), "--offset-only"])
+        train.main(["--adapter", str(adapter), "--oof", str(oof), "--offset-only", "--swaps", "1"])
