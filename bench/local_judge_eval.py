@@ -29,7 +29,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,39 @@ class TaskReport:
     per_kind: dict[str, Score]
     per_label: dict[str, Score]
     errors: list[dict[str, Any]]
+    #: accuracy by the shape of the sentence's answer (:func:`answer_shapes`)
+    per_shape: dict[str, Score] = field(default_factory=dict)
+
+
+def answer_shapes(task: str, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The shape of each row's answer: ``all_positive`` (every sentence on topic / supported),
+    ``all_negative``, ``negatives_last`` (every negative after every positive) or
+    ``negatives_before`` (a negative first or between positives).
+
+    The sets before v6 have almost only ``negatives_last`` answers, so a judge could score well
+    by position alone; v6 was written to have the others too.
+
+    Example:
+        >>> rows = [{"item": "a", "position": i, "label": l} for i, l in
+        ...         enumerate(["on_topic", "off_topic", "on_topic"])]
+        >>> answer_shapes("relevance", rows)
+        ['negatives_before', 'negatives_before', 'negatives_before']
+    """
+    by_case: dict[str, list[tuple[int, bool]]] = defaultdict(list)
+    for r in rows:
+        by_case[r["item"]].append((r["position"], r["label"] == POSITIVE[task]))
+    shape = {}
+    for case, marks in by_case.items():
+        labels = [g for _, g in sorted(marks)]
+        if all(labels):
+            shape[case] = "all_positive"
+        elif not any(labels):
+            shape[case] = "all_negative"
+        else:
+            last_pos = max(i for i, g in enumerate(labels) if g)
+            first_neg = min(i for i, g in enumerate(labels) if not g)
+            shape[case] = "negatives_last" if first_neg > last_pos else "negatives_before"
+    return [shape[r["item"]] for r in rows]
 
 
 def report(
@@ -155,9 +188,11 @@ def report(
         "kind": defaultdict(list),
         "label": defaultdict(list),
     }
-    for i, r in enumerate(rows):
+    groups["shape"] = defaultdict(list)
+    for i, (r, shape) in enumerate(zip(rows, answer_shapes(task, rows), strict=True)):
         groups["kind"][r["kind"]].append(i)
         groups["label"][r["label"]].append(i)
+        groups["shape"][f"{shape}:{r['label']}"].append(i)
 
     def sub(idx: list[int]) -> Score:
         return Score.of([pred[i] for i in idx], [gold[i] for i in idx])
@@ -177,6 +212,7 @@ def report(
         {k: sub(v) for k, v in sorted(groups["kind"].items())},
         {k: sub(v) for k, v in sorted(groups["label"].items())},
         errs,
+        {k: sub(v) for k, v in sorted(groups["shape"].items())},
     )
 
 
@@ -238,7 +274,7 @@ def table(reports: Sequence[TaskReport]) -> str:
             f"{r.task} ({r.split}): n={r.overall.n} accuracy {_fmt(r.overall)} kappa {r.kappa:.3f} "
             f"precision {r.precision:.3f} recall {r.recall:.3f}"
         )
-        for name, s in [*r.per_label.items(), *r.per_kind.items()]:
+        for name, s in [*r.per_label.items(), *r.per_shape.items(), *r.per_kind.items()]:
             lines.append(f"  {name:<28} n={s.n:>4} {_fmt(s)}")
     return "\n".join(lines)
 

@@ -241,13 +241,41 @@ def test_wilson_and_kappa_reference_values() -> None:
         "grounding",
         "heldout",
         [
-            {"id": "a", "kind": "x", "label": "supported", "claim": "c"},
-            {"id": "b", "kind": "y", "label": "unsupported", "claim": "d"},
+            {
+                "id": "a",
+                "kind": "x",
+                "label": "supported",
+                "claim": "c",
+                "item": "k",
+                "position": 1,
+            },
+            {
+                "id": "b",
+                "kind": "y",
+                "label": "unsupported",
+                "claim": "d",
+                "item": "k",
+                "position": 0,
+            },
+            {
+                "id": "c",
+                "kind": "x",
+                "label": "supported",
+                "claim": "e",
+                "item": "m",
+                "position": 0,
+            },
         ],
-        [True, True],
+        [True, True, True],
     )
-    assert rep.overall.correct == 1 and rep.per_kind["y"].accuracy == 0.0 and rep.recall == 1.0
+    assert rep.overall.correct == 2 and rep.per_kind["y"].accuracy == 0.0 and rep.recall == 1.0
     assert [e["id"] for e in rep.errors] == ["b"]
+    # by the shape of the answer: k has its unsupported sentence first, m is supported throughout
+    assert {k: (v.n, v.correct) for k, v in rep.per_shape.items()} == {
+        "all_positive:supported": (1, 1),
+        "negatives_before:supported": (1, 1),
+        "negatives_before:unsupported": (1, 0),
+    }
 
 
 async def test_predict_names_the_case_when_the_judge_fails() -> None:
