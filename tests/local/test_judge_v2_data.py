@@ -463,6 +463,38 @@ def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
         assert f"| {rep['task']} | {o['n']} | " in docs and cell in docs, rep["task"]
 
 
+def test_docs_show_the_v6_figures_the_shipped_judge_measured() -> None:
+    """docs/local-judge.md ("Evaluation set v6") shows bench/results/local_judge_eval_v6.json:
+    overall, by the shape of the answer and per kind; the run judged every v6 sentence once,
+    with the shipped judge; the main table's v6 rows show it and the judge before issue 17."""
+    res = ROOT / "bench" / "results"
+    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    ev = json.loads((res / "local_judge_eval_v6.json").read_text("utf-8"))
+    base = json.loads((res / "local_judge_eval_v6_baseline.json").read_text("utf-8"))
+    assert ev["judge"] == evalmod.make_judge().result_meta()
+    before = {r["task"]: r["overall"] for r in base["reports"]}
+    for rep in ev["reports"]:
+        o, task = rep["overall"], rep["task"]
+        assert o["n"] == len(evalmod.load(task, "heldout", "v6")) == before[task]["n"]
+        cell = f"{o['accuracy']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}]"
+        assert (f"| {task} | {o['n']} | {cell} | {rep['kappa']:.3f} | {rep['precision']:.3f} | "
+                f"{rep['recall']:.3f} |") in docs, task  # fmt: skip
+        main = (f"| {task} | {o['n']} | {before[task]['accuracy']:.3f} | **{cell}** | "
+                f"{rep['kappa']:.3f} |")  # fmt: skip
+        assert main in docs, main
+        for key, k in rep["per_shape"].items():
+            shape, label = key.split(":")
+            row = (f"| {task} | {shape.replace('_', ' ')} | {label} | {k['n']} | "
+                   f"{k['accuracy']:.3f} [{k['ci_low']:.2f}, {k['ci_high']:.2f}] |")  # fmt: skip
+            assert row in docs, row
+        for kind, k in rep["per_kind"].items():
+            row = f"| {kind} | {k['n']} | {k['accuracy']:.3f} [{k['ci_low']:.2f}, {k['ci_high']:.2f}] |"
+            assert row in docs, (task, kind)
+    # the brief's point: most answers are not "every negative last"
+    shapes = {k.split(":")[0] for r in ev["reports"] for k in r["per_shape"]}
+    assert {"all_positive", "negatives_before", "negatives_last"} <= shapes
+
+
 def test_docs_show_the_throughput_the_committed_run_measured() -> None:
     """docs/local-judge.md ("Throughput") shows bench/results/local_judge_throughput.json."""
     run = json.loads((ROOT / "bench/results/local_judge_throughput.json").read_text("utf-8"))
