@@ -424,15 +424,24 @@ def test_docs_show_the_v4_figures_the_committed_runs_measured() -> None:
             assert r["overall"]["n"] == len(evalmod.load(r["task"], "heldout", "v4")), file
 
 
-def test_v4_agreement_and_eval_report_the_same_judge_accuracy() -> None:
-    """Two benches judge v4: the agreement table (features, ``local_judge_accuracy.prepare``)
-    and the eval (the judge protocol, one call per case). Their committed figures agree."""
+@pytest.mark.parametrize("dataset", sorted(evalmod.TEST_ONLY))
+def test_test_only_agreement_and_eval_report_the_same_judge_accuracy(dataset: str) -> None:
+    """Two benches judge a test-only set: the agreement table (features,
+    ``local_judge_accuracy.prepare``) and the eval (the judge protocol, one call per case). Their
+    committed figures agree, and the docs show the set's agreement rows."""
+    agreement = load_script(
+        "local_judge_agreement_rows", ROOT / "bench" / "local_judge_agreement.py"
+    )
     res = ROOT / "bench" / "results"
     table = json.loads((res / "local_judge_agreement.json").read_text("utf-8"))
-    ev = json.loads((res / "local_judge_eval_v4.json").read_text("utf-8"))
+    ev = json.loads((res / f"local_judge_eval_{dataset}.json").read_text("utf-8"))
+    docs = (ROOT / "docs" / "local-judge.md").read_text("utf-8")
     for r in ev["reports"]:
-        (row,) = [a for a in table if a["set"] == "v4" and a["task"] == r["task"]]
+        (row,) = [a for a in table if a["set"] == dataset and a["task"] == r["task"]]
         assert row["judge_first"] == {"k": r["overall"]["correct"], "n": r["overall"]["n"]}
+        shares = {k: agreement.Share(**v) for k, v in row.items() if isinstance(v, dict)}
+        line = agreement.Agreement(row["set"], row["task"], kappa=row["kappa"], **shares)
+        assert line.markdown() in docs, line.markdown()
 
 
 def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
