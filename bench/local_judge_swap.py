@@ -14,7 +14,7 @@ The same construction serves twice:
   of each **calibration** case as extra negatives (measured, not shipped: it rejects most swaps
   then, and loses accuracy on the labelled sets; ``docs/local-judge.md``, "Swapped answers");
 - this script measures the judge on the swaps of the **held-out** cases of v2, v3 and the
-  test-only v4, which nothing trains on. Each swapped sentence is judged appended to the end of
+  test-only v4 and v6, which nothing trains on. Each swapped sentence is judged appended to the end of
   its new case's own answer (where a tangent usually sits; one judge call per swap, so the
   answer's other sentences are as written) and alone (a one-sentence answer). The judge should
   reject every one.
@@ -131,14 +131,13 @@ async def judge_swaps(
     from nexagauge.schema.results import Claim, Item
 
     target = TARGET[task]
-
-    answers: dict[int, list[str]] = {}
-    by_first: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    by_case: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        by_first.setdefault((r["set"], r["item"], r[target]), []).append(r)
+        by_case.setdefault((r["set"], r["item"], r[target]), []).append(r)
+    answers: dict[int, list[str]] = {}  # a case's own answer, in order, by its first row
     for s in swaps:
         r0 = rows[s.cases[0]]
-        own = sorted(by_first[(r0["set"], r0["item"], r0[target])], key=lambda r: r["position"])
+        own = sorted(by_case[(r0["set"], r0["item"], r0[target])], key=lambda r: r["position"])
         answers[s.cases[0]] = [r["claim"] for r in own]
     knobs = RelevanceConfig() if task == "relevance" else GroundingConfig()
     accept = LABEL_YES if task == "relevance" else LABEL_SUPPORTED

@@ -157,9 +157,9 @@ class Trainer:
     Trained on the labelled rows alone, the cross-encoder learnt what an answer looks like more
     than whether it answers *this* question: it gives a positive score to 88% of the
     calibration swaps ("Can I get a late checkout on Sunday?" / "Yes, most likely: under EU
-    Regulation 261/2004 a delay of three hours ... gives you 250 euros."). Trained on them it rejects most swaps but loses
-    accuracy on the labelled sets (docs/local-judge.md, "Swapped answers"), so the shipped
-    adapter is trained without."""
+    Regulation 261/2004 a delay of three hours ... gives you 250 euros."). Trained on them it
+    rejects most swaps but loses accuracy on the labelled sets (docs/local-judge.md, "Swapped
+    answers"), so the shipped adapter is trained without."""
 
     def __init__(
         self, rows: Sequence[dict[str, Any]], base: Path, extra: Sequence[Swap] = ()
