@@ -75,8 +75,8 @@ from nexagauge.judge.local_decide import (  # noqa: E402
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 
 
-#: every set with held-out rows (v4 and v6 are held out entirely: ``local_judge_eval.TEST_ONLY``)
-HELD_OUT_SETS = ("v1", "v2", "v3", "v4", "v6")
+#: every set with held-out rows (v4, v6 and v7 are held out entirely: ``local_judge_eval.TEST_ONLY``)
+HELD_OUT_SETS = ("v1", "v2", "v3", "v4", "v6", "v7")
 #: two questions this alike (Jaccard of their content-word stems) count as one question asked
 #: twice. At 0.4 "How do I cache node_modules in GitHub Actions?" meets "How do I cache npm
 #: dependencies in GitHub Actions?"; it also catches a few different questions on one subject

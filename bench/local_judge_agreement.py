@@ -1,6 +1,6 @@
 """How often two people agree on the held-out labels, and the local judge against each (issue 17).
 
-The held-out halves of the v2 and v3 sets, and the whole test-only v4 and v6 sets, were labelled
+The held-out halves of the v2 and v3 sets, and the whole test-only v4, v6 and v7 sets, were labelled
 by the people who wrote them. A second
 labeller, who saw only the labelling rule and the cases (question or context, and the answer's
 sentences in order; never the first labels, the kinds, the judge or its code), labelled every
@@ -47,9 +47,9 @@ from local_judge_eval import cohen_kappa  # noqa: E402
 from nexagauge.judge.local_calibrate import wilson  # noqa: E402
 from nexagauge.judge.local_decide import CALIBRATED, LocalThresholds  # noqa: E402
 
-#: the sets that have a second labelling of their held-out half (v4 and v6, test-only sets, are
-#: held out whole)
-SETS = ("v2", "v3", "v4", "v6")
+#: the sets that have a second labelling of their held-out half (v4, v6 and v7, test-only sets,
+#: are held out whole)
+SETS = ("v2", "v3", "v4", "v6", "v7")
 TASKS = ("relevance", "grounding")
 
 

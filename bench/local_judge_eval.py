@@ -1,10 +1,10 @@
-"""Accuracy of the local judge on the v2 / v3 / v4 / v6 labelled sets (issue 17), with
+"""Accuracy of the local judge on the v2 / v3 / v4 / v6 / v7 labelled sets (issue 17), with
 confidence intervals.
 
 Runs the judge exactly as the ``relevance`` / ``grounding`` nodes do (``judge_claims`` through
 the judge protocol, one call per case with all of the answer's sentences in answer order, so a
 judge may use earlier sentences) on one split of ``tests/data/local_judge_v2/`` (or ``_v3/``,
-``_v4/``, ``_v6/`` with ``--set v3``, ...) and reports,
+``_v4/``, ``_v6/``, ``_v7/`` with ``--set v3``, ...) and reports,
 per task: accuracy with a 95% Wilson interval, Cohen's kappa, precision/recall of the positive
 label, and accuracy with its interval per ``kind`` and per shape of the answer
 (:func:`answer_shapes`). Fully offline::
@@ -15,6 +15,7 @@ label, and accuracy with its interval per ``kind`` and per shape of the answer
     HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v3             # the third set
     HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v4             # test only
     HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v6             # test only too
+    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v7             # and v7
 
 The held-out split is for reporting only: calibrate on ``--split calibration`` (see
 :func:`load`). The numbers in ``docs/local-judge.md`` ("Evaluation set v2") come from this script.
@@ -40,10 +41,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "local_judge_v2"
-SETS = ("v2", "v3", "v4", "v6")
+SETS = ("v2", "v3", "v4", "v6", "v7")
 #: sets written only to test the shipped judge: every case is in the held-out half, and nothing
 #: calibrates or trains on them (``local_judge_accuracy.SETS`` leaves them out)
-TEST_ONLY = frozenset({"v4", "v6"})
+TEST_ONLY = frozenset({"v4", "v6", "v7"})
 #: sets written only to train on: every case is in the calibration half, so there is nothing
 #: to evaluate (v5: relevance only, the cross-encoder's extra training text)
 TRAIN_ONLY = frozenset({"v5"})

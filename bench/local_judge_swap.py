@@ -14,7 +14,7 @@ The same construction serves twice:
   of each **calibration** case as extra negatives (measured, not shipped: it rejects most swaps
   then, and loses accuracy on the labelled sets; ``docs/local-judge.md``, "Swapped answers");
 - this script measures the judge on the swaps of the **held-out** cases of v2, v3 and the
-  test-only v4 and v6, which nothing trains on. Each swapped sentence is judged appended to the end of
+  test-only v4, v6 and v7, which nothing trains on. Each swapped sentence is judged appended to the end of
   its new case's own answer (where a tangent usually sits; one judge call per swap, so the
   answer's other sentences are as written) and alone (a one-sentence answer). The judge should
   reject every one.
@@ -54,6 +54,8 @@ NEIGHBOURS = 4
 TARGET = {"relevance": "question", "grounding": "context"}
 #: questions whose content stems overlap this much (Jaccard) are not swapped with each other
 OVERLAP = 0.2
+#: with ``shared``: how many nearest other cases are looked at for swaps that share a word
+SHARED_POOL = 12
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,20 @@ def _alike(a: frozenset[str], b: frozenset[str]) -> bool:
 
 
 def swapped(
-    rows: Sequence[dict[str, Any]], split: str, k: int = NEIGHBOURS, task: str = "relevance"
+    rows: Sequence[dict[str, Any]],
+    split: str,
+    k: int = NEIGHBOURS,
+    task: str = "relevance",
+    shared: bool = False,
 ) -> list[Swap]:
     """For every case of ``split`` among ``rows``, the first on-topic (``task`` grounding:
     supported) sentence of each of its ``k`` nearest other cases of that split, put to this
     case's question (context). Deterministic. ``Swap.question`` holds the context for grounding.
+
+    ``shared``: instead, the first on-topic sentence that shares a content stem with the question
+    (from the nearest ``k`` such cases among the :data:`SHARED_POOL` nearest). Most swaps share no word with the new
+    question (13% do, against 57% of the on-topic calibration sentences), so training on them
+    alone teaches "no shared word: off topic"; a tangent usually does share one.
 
     Example (needs the packaged e5 model):
         >>> rows = [{"set": "x", "item": str(i), "question": q, "claim": c, "position": 0,
@@ -90,16 +101,16 @@ def swapped(
 
     target = TARGET[task]
     first: dict[tuple[str, str, str], int] = {}
-    answer: dict[tuple[str, str, str], int] = {}
+    answers: dict[tuple[str, str, str], list[int]] = {}
     for i, r in enumerate(rows):
         if r["split"] != split:
             continue
         key = (r["set"], r["item"], r[target])
         first.setdefault(key, i)
-        if r["label"] == lje.POSITIVE[task] and (
-            key not in answer or r["position"] < rows[answer[key]]["position"]
-        ):
-            answer[key] = i
+        if r["label"] == lje.POSITIVE[task]:
+            answers.setdefault(key, []).append(i)
+    for idx in answers.values():
+        idx.sort(key=lambda i: rows[i]["position"])
     keys = list(first)
     if not keys:
         return []
@@ -110,14 +121,19 @@ def swapped(
     out: list[Swap] = []
     for a, key in enumerate(keys):
         taken = 0
-        for b in (int(x) for x in np.argsort(-sims[a], kind="stable")):
-            if taken == k:
+        for rank, b in enumerate(int(x) for x in np.argsort(-sims[a], kind="stable")):
+            if taken == k or (shared and rank > SHARED_POOL):
                 break
             other = keys[b]
-            if b == a or other not in answer or _alike(stems[a], stems[b]):
+            if b == a or other not in answers or _alike(stems[a], stems[b]):
                 continue
-            out.append(Swap(key[2], rows[answer[other]]["claim"], (first[key], first[other])))
-            taken += 1
+            pick = answers[other][:1]
+            if shared:
+                pick = [i for i in answers[other]
+                        if stems[a] & lja.question_stems(rows[i]["claim"])][:1]  # fmt: skip
+            if pick:
+                out.append(Swap(key[2], rows[pick[0]]["claim"], (first[key], first[other])))
+                taken += 1
     return out
 
 

@@ -150,6 +150,18 @@ def training_indices(
                   if k is None or k not in (fold[x.cases[0]], fold[x.cases[1]])]  # fmt: skip
 
 
+def training_swaps(rows: Sequence[dict[str, Any]], k: int, shared: int) -> list[Swap]:
+    """``k`` nearest swaps per calibration case, then ``shared`` that share a content word with
+    their new question, each (question, sentence) pair once."""
+    out = swapped(rows, "calibration", k) if k else []
+    seen = {(x.question, x.claim) for x in out}
+    for x in swapped(rows, "calibration", shared, shared=True) if shared else []:
+        if (x.question, x.claim) not in seen:
+            seen.add((x.question, x.claim))
+            out.append(x)
+    return out
+
+
 class Trainer:
     """The labelled rows (indices ``0 .. len(rows) - 1``) and, after them, optional extra
     negatives (``--swaps K``): the swapped answers of the calibration cases
@@ -284,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swaps", type=int, default=0, metavar="K",
                     help="also train on K swapped answers per calibration case as negatives "
                          "(local_judge_swap.swapped; measured, not shipped: docs/local-judge.md)")  # fmt: skip
+    ap.add_argument("--swaps-shared", type=int, default=0, metavar="N",
+                    help="also N swapped sentences per case that share a content word with "
+                         "their new question (local_judge_swap.swapped(shared=True))")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
@@ -292,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     base = packaged_model_dir()
     rows = relevance_rows()
     fold = case_folds(rows)
-    tr = Trainer(rows, base, swapped(rows, "calibration", args.swaps) if args.swaps else [])
+    tr = Trainer(rows, base, training_swaps(rows, args.swaps, args.swaps_shared))
     oof: dict[int, float] = {}
     models = []
     ref = reference_pairs()
