@@ -48,8 +48,10 @@ TEST_ONLY = frozenset({"v4", "v6", "v7"})
 #: sets written only to train on: every case is in the calibration half, so there is nothing
 #: to evaluate (v5: relevance only, the cross-encoder's extra training text)
 TRAIN_ONLY = frozenset({"v5"})
+#: training sets measured and not used (``local_judge_accuracy.CANDIDATE_SETS``: v8)
+CANDIDATE = frozenset({"v8"})
 #: every labelled set with a directory of its own (v1 is ``tests/data/*_pairs.jsonl``)
-LABELLED = (*SETS, *sorted(TRAIN_ONLY))
+LABELLED = (*SETS, *sorted(TRAIN_ONLY | CANDIDATE))
 TASKS = ("relevance", "grounding")
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 Z95 = 1.959963984540054

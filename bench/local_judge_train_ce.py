@@ -94,9 +94,9 @@ def write_offset(path: Path, offset: float) -> None:
         np.savez_compressed(f, **arrays)
 
 
-def relevance_rows() -> list[dict[str, Any]]:
+def relevance_rows(sets: Sequence[str] = lja.SETS) -> list[dict[str, Any]]:
     """Every relevance row of the training sets, as the calibration sees them."""
-    return [r for s in lja.SETS for r in lja.load_rows(s, "relevance")]
+    return [r for s in sets for r in lja.load_rows(s, "relevance")]
 
 
 def _model(base: Path) -> Any:
@@ -299,13 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swaps-shared", type=int, default=0, metavar="N",
                     help="also N swapped sentences per case that share a content word with "
                          "their new question (local_judge_swap.swapped(shared=True))")  # fmt: skip
+    ap.add_argument("--with-set", action="append", default=[], choices=lja.CANDIDATE_SETS,
+                    help="also train on this candidate training set (measured, not shipped: "
+                         "docs/local-judge.md, \"Training set v8\")")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
     from nexagauge.judge.local_ce import RelevanceCrossEncoder
 
     base = packaged_model_dir()
-    rows = relevance_rows()
+    rows = relevance_rows((*lja.SETS, *args.with_set))
     fold = case_folds(rows)
     tr = Trainer(rows, base, training_swaps(rows, args.swaps, args.swaps_shared))
     oof: dict[int, float] = {}
