@@ -99,6 +99,8 @@ def test_every_evaluation_set_has_both_tasks_and_v5_trains_relevance_only() -> N
     assert set(lja.CANDIDATE_SETS) == evalmod.CANDIDATE == {"v8"}
     assert evalmod.tasks_of("v8") == ("relevance",) and not evalmod.CANDIDATE & set(lja.SETS)
     assert {r["split"] for r in lja.load_rows("v8", "relevance")} == {"calibration"}
+    with pytest.raises(SystemExit):  # a measurement never writes the shipped calibration
+        lja.main(["--calibrate", "--write", "--with-set", "v8"])
     with pytest.raises(ValueError, match="set must be one of"):
         evalmod.set_dir("v9")
 

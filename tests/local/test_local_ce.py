@@ -306,7 +306,8 @@ def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     held = sorted({r["item"] for r in rows if r["split"] == "heldout"})[:2]
     few = [r for r in rows if r["item"] in {*cal, *held}]
     ref = train.reference_pairs()[::25]
-    monkeypatch.setattr(train, "relevance_rows", lambda: few)
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(train, "relevance_rows", lambda sets: asked.append(tuple(sets)) or few)
     monkeypatch.setattr(train, "reference_pairs", lambda: ref)
     monkeypatch.setattr(train, "EPOCHS", 1)
     swaps: list = []
@@ -315,6 +316,7 @@ def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     adapter, oof = tmp_path / "a.npz", tmp_path / "oof.tsv"
     assert train.main(["--adapter", str(adapter), "--oof", str(oof), "--swaps", "1"]) == 0
     assert len(swaps) == len(cal)  # one per calibration case, trained on
+    assert asked == [tuple(train.lja.SETS)]  # no candidate set (v8) unless --with-set names it
     out = capsys.readouterr().out
     assert [line.split("\t")[0] for line in oof.read_text("utf-8").splitlines()] == [
         r["id"] for r in few if r["split"] == "calibration"
