@@ -84,10 +84,11 @@ def swapped(
     supported) sentence of each of its ``k`` nearest other cases of that split, put to this
     case's question (context). Deterministic. ``Swap.question`` holds the context for grounding.
 
-    ``shared``: instead, the first on-topic sentence that shares a content stem with the question
-    (from the nearest ``k`` such cases among the :data:`SHARED_POOL` nearest). Most swaps share no word with the new
-    question (13% do, against 57% of the on-topic calibration sentences), so training on them
-    alone teaches "no shared word: off topic"; a tangent usually does share one.
+    ``shared``: instead, the first on-topic sentence that shares a content stem with the
+    question, from the ``k`` nearest cases that have one (looking no further than the
+    :data:`SHARED_POOL` nearest). Most plain swaps share no word with their new question (13% of
+    the calibration swaps, against 57% of the on-topic sentences), so training on them alone
+    teaches "no shared word: off topic"; a tangent usually does share one.
 
     Example (needs the packaged e5 model):
         >>> rows = [{"set": "x", "item": str(i), "question": q, "claim": c, "position": 0,
