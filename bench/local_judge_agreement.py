@@ -49,7 +49,7 @@ from nexagauge.judge.local_decide import CALIBRATED, LocalThresholds  # noqa: E4
 
 #: the sets that have a second labelling of their held-out half (v4, v6 and v7, test-only sets,
 #: are held out whole)
-SETS = ("v2", "v3", "v4", "v6", "v7")
+SETS = ("v2", "v3", "v4", "v6", "v7", "v10")
 TASKS = ("relevance", "grounding")
 
 

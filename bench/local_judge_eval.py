@@ -41,15 +41,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "local_judge_v2"
-SETS = ("v2", "v3", "v4", "v6", "v7")
+SETS = ("v2", "v3", "v4", "v6", "v7", "v10")
 #: sets written only to test the shipped judge: every case is in the held-out half, and nothing
 #: calibrates or trains on them (``local_judge_accuracy.SETS`` leaves them out)
-TEST_ONLY = frozenset({"v4", "v6", "v7"})
+TEST_ONLY = frozenset({"v4", "v6", "v7", "v10"})
 #: sets written only to train on: every case is in the calibration half, so there is nothing
 #: to evaluate (v5: relevance only, the cross-encoder's extra training text)
 TRAIN_ONLY = frozenset({"v5"})
-#: training sets measured and not used (``local_judge_accuracy.CANDIDATE_SETS``: v8)
-CANDIDATE = frozenset({"v8"})
+#: training sets measured and not used (``local_judge_accuracy.CANDIDATE_SETS``: v8, v9)
+CANDIDATE = frozenset({"v8", "v9"})
 #: every labelled set with a directory of its own (v1 is ``tests/data/*_pairs.jsonl``)
 LABELLED = (*SETS, *sorted(TRAIN_ONLY | CANDIDATE))
 TASKS = ("relevance", "grounding")

@@ -95,14 +95,16 @@ def test_every_evaluation_set_has_both_tasks_and_v5_trains_relevance_only() -> N
     assert {"v5"} == evalmod.TRAIN_ONLY and evalmod.tasks_of("v5") == ("relevance",)
     assert set(lja.SETS) >= evalmod.TRAIN_ONLY and not evalmod.TRAIN_ONLY & set(evalmod.SETS)
     assert not evalmod.TRAIN_ONLY & evalmod.TEST_ONLY
-    # v8, a candidate training set (measured, not used): nothing trains on it unless asked
-    assert set(lja.CANDIDATE_SETS) == evalmod.CANDIDATE == {"v8"}
-    assert evalmod.tasks_of("v8") == ("relevance",) and not evalmod.CANDIDATE & set(lja.SETS)
-    assert {r["split"] for r in lja.load_rows("v8", "relevance")} == {"calibration"}
-    with pytest.raises(SystemExit):  # a measurement never writes the shipped calibration
-        lja.main(["--calibrate", "--write", "--with-set", "v8"])
+    # v8 and v9, candidate training sets (measured, not used): nothing trains on them unless asked
+    assert set(lja.CANDIDATE_SETS) == evalmod.CANDIDATE == {"v8", "v9"}
+    assert not evalmod.CANDIDATE & set(lja.SETS)
+    for candidate in evalmod.CANDIDATE:
+        assert evalmod.tasks_of(candidate) == ("relevance",)
+        assert {r["split"] for r in lja.load_rows(candidate, "relevance")} == {"calibration"}
+        with pytest.raises(SystemExit):  # a measurement never writes the shipped calibration
+            lja.main(["--calibrate", "--write", "--with-set", candidate])
     with pytest.raises(ValueError, match="set must be one of"):
-        evalmod.set_dir("v9")
+        evalmod.set_dir("v11")
 
 
 @pytest.fixture(scope="module", params=SET_TASKS, ids=[f"{s}-{t}" for s, t in SET_TASKS])
