@@ -489,12 +489,12 @@ def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
         assert f"| {rep['task']} | {o['n']} | " in docs and cell in docs, rep["task"]
 
 
-@pytest.mark.parametrize("dataset", ["v6", "v7"])
+@pytest.mark.parametrize("dataset", ["v6", "v7", "v10"])
 def test_docs_show_the_figures_the_shipped_judge_measured_on_a_new_set(dataset: str) -> None:
-    """docs/local-judge.md ("Evaluation set v6", "v7") shows bench/results/local_judge_eval_v6.json
-    (v7): overall, by the shape of the answer and per kind; the run judged every sentence of the
-    set once, with the shipped judge; the main table's rows show it and the judge before
-    issue 17."""
+    """docs/local-judge.md ("Evaluation set v6", "v7", "v10") shows
+    bench/results/local_judge_eval_v6.json (v7, v10): overall, by the shape of the answer and per
+    kind; the run judged every sentence of the set once, with the shipped judge; the main
+    table's rows show it and the judge before issue 17."""
     res = ROOT / "bench" / "results"
     docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
     ev = json.loads((res / f"local_judge_eval_{dataset}.json").read_text("utf-8"))
@@ -596,3 +596,80 @@ def test_docs_show_the_v8_candidates_as_measured() -> None:
     assert (
         f"({shipped['grouped_cv']['all']:.3f} -> {candidates[1]['grouped_cv']['all']:.3f}" in docs
     )
+
+
+def test_the_v9_candidate_was_decided_by_the_rule_written_before_it_was_measured() -> None:
+    """docs/local-judge.md ("Training set v9") shows bench/results/local_judge_v9_candidate.json;
+    its swap and v10 figures are the committed runs of each adapter; and what ships is what the
+    rule of tests/data/local_judge_v10/DECISION.md (committed before any candidate was measured)
+    says of those figures: C1 ships only if v10 relevance rises, the mean held-out v1-v3 falls by
+    at most 0.01, no swap rate falls and grounding keeps its verdicts."""
+    res = ROOT / "bench" / "results"
+    run = json.loads((res / "local_judge_v9_candidate.json").read_text("utf-8"))
+    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    from nexagauge.judge.local_ce import ADAPTER
+
+    shipped_sha = hashlib.sha256(ADAPTER.read_bytes()).hexdigest()[:12]
+    shipped, v8, c1 = run["runs"]
+    assert shipped["adapter_sha256_12"] == shipped_sha
+    evals: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in run["runs"]:
+        swaps = json.loads((res / r["swaps"]).read_text("utf-8"))
+        assert swaps["judge"]["cross_encoder"].endswith(":" + r["adapter_sha256_12"])
+        rel = {s["set"]: s for s in swaps["sets"] if s["task"] == "relevance"}
+        for mode in ("appended", "alone"):
+            assert {d: round(rel[d][mode]["rate"], 3) for d in ("v2", "v3")} == r[
+                f"swaps_rejected_{mode}"
+            ], (r["name"], mode)
+        if r["eval_v10"] is None:
+            assert r["v10"] is None
+            continue
+        ev = json.loads((res / r["eval_v10"]).read_text("utf-8"))
+        assert ev["judge"]["cross_encoder"].endswith(":" + r["adapter_sha256_12"])
+        evals[r["name"]] = {rep["task"]: rep for rep in ev["reports"]}
+        got = {t: round(rep["overall"]["accuracy"], 3) for t, rep in evals[r["name"]].items()}
+        assert got == r["v10"], r["name"]
+
+    def cells(key: str, fmt: str = "{:.3f}") -> str:
+        return " | ".join(fmt.format(r[key]) for r in run["runs"])
+
+    assert f"769 v1-v3 calibration rows | {cells('oof_auc_v1_v3')} |" in docs
+    assert f"| score offset | {cells('score_offset', '{:.4f}')} |" in docs
+    assert f"| grouped CV (calibration halves) | {cells('grouped_cv_all')} |" in docs
+    held = [" / ".join(f"{r['heldout'][d]:.3f}" for d in ("v1", "v2", "v3")) for r in run["runs"]]
+    assert "| held-out accuracy v1 / v2 / v3 | " + " | ".join(held) + " |" in docs
+    for mode in ("appended", "alone"):
+        sw = [" / ".join(f"{r[f'swaps_rejected_{mode}'][d]:.3f}" for d in ("v2", "v3"))
+              for r in run["runs"]]  # fmt: skip
+        assert f"| swaps rejected v2 / v3, {mode} | " + " | ".join(sw) + " |" in docs
+    v10 = [f"**{r['v10']['relevance']:.3f} / {r['v10']['grounding']:.3f}**" if r["v10"] else "not run"
+           for r in run["runs"]]  # fmt: skip
+    assert "| **v10 (test only), relevance / grounding** | " + " | ".join(v10) + " |" in docs
+
+    # the rule, on the exact counts
+    rel = {name: e["relevance"]["overall"] for name, e in evals.items()}
+    grd = {name: e["grounding"] for name, e in evals.items()}
+    rule = {
+        1: rel[c1["name"]]["correct"] > rel[shipped["name"]]["correct"],
+        2: sum(c1["heldout"].values()) / 3 >= sum(shipped["heldout"].values()) / 3 - 0.01,
+        3: all(
+            c1[f"swaps_rejected_{m}"][d] >= shipped[f"swaps_rejected_{m}"][d]
+            for m in ("appended", "alone")
+            for d in ("v2", "v3")
+        ),
+        4: grd[c1["name"]]["overall"] == grd[shipped["name"]]["overall"],
+    }
+    assert (shipped_sha == c1["adapter_sha256_12"]) == all(rule.values())
+    assert rule == {1: False, 2: True, 3: True, 4: True}  # as the docs say
+    assert (f"({rel[c1['name']]['correct'] / 498:.3f} against "
+            f"{rel[shipped['name']]['correct'] / 498:.3f} on v10, {rel[c1['name']]['correct']} "
+            f"against {rel[shipped['name']]['correct']} of 498") in docs  # fmt: skip
+    kinds = {name: e["relevance"]["per_kind"] for name, e in evals.items()}
+    tangent = [kinds[r["name"]]["tangent"]["accuracy"] for r in (c1, shipped)]
+    direct = [kinds[r["name"]]["direct"]["accuracy"] for r in (shipped, c1)]
+    assert (
+        f"it rejects {round(100 * tangent[0])}% of the tangents against {round(100 * tangent[1])}%"
+        in docs
+    )
+    assert f"accepts {direct[1]:.3f} of the direct answers ({direct[0]:.3f} shipped)" in docs
+    assert v8["v10"] is None  # the v8 candidate was not run on the decision's set
