@@ -49,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-V2 = Path(os.environ.get("NEXAGAUGE_JUDGE_V2_DATA", DATA / "local_judge_v2"))
+sys.path.insert(0, str(ROOT / "bench"))
 SETS = ("v1", "v2", "v3", "v5")
 #: training sets written, measured and not used: ``--with-set v8`` trains and calibrates on them
 #: too (docs/local-judge.md, "Training set v8"); the shipped judge never has
@@ -60,6 +60,8 @@ TARGET_ACCURACY = 0.88
 TARGET_V1_CLEAR = 0.85
 
 import numpy as np  # noqa: E402
+from local_judge_eval import SETS as EVAL_SETS  # noqa: E402
+from local_judge_eval import set_dir  # noqa: E402
 
 from nexagauge.judge.local import LocalJudge  # noqa: E402
 from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, fit_linear, wilson  # noqa: E402
@@ -78,8 +80,9 @@ from nexagauge.judge.local_decide import (  # noqa: E402
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 
 
-#: every set with held-out rows (v4, v6, v7 and v10 are held out entirely: ``local_judge_eval.TEST_ONLY``)
-HELD_OUT_SETS = ("v1", "v2", "v3", "v4", "v6", "v7", "v10")
+#: every set with held-out rows: v1 and the sets ``local_judge_eval`` evaluates (the test-only
+#: ones, ``local_judge_eval.TEST_ONLY``, are held out entirely)
+HELD_OUT_SETS = ("v1", *EVAL_SETS)
 #: two questions this alike (Jaccard of their content-word stems) count as one question asked
 #: twice. At 0.4 "How do I cache node_modules in GitHub Actions?" meets "How do I cache npm
 #: dependencies in GitHub Actions?"; it also catches a few different questions on one subject
@@ -109,10 +112,10 @@ def same_question(a: frozenset[str], b: frozenset[str]) -> bool:
 
 
 def _read_rows(dataset: str, task: str) -> list[dict[str, Any]]:
-    if dataset == "v1":
-        path = DATA / f"{task}_pairs.jsonl"
-    else:
-        path = (V2 if dataset == "v2" else DATA / f"local_judge_{dataset}") / f"{task}.jsonl"
+    """Rows of one set and task as written (``[]`` where the set has no labels for the task);
+    where a set's files are is decided once, by ``local_judge_eval.set_dir`` (v1, the first
+    set, is ``tests/data/<task>_pairs.jsonl``)."""
+    path = DATA / f"{task}_pairs.jsonl" if dataset == "v1" else set_dir(dataset) / f"{task}.jsonl"
     if not path.is_file():
         return []
     return [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]

@@ -42,14 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import local_judge_accuracy as lja  # noqa: E402
-from local_judge_eval import cohen_kappa  # noqa: E402
+from local_judge_eval import SETS, cohen_kappa  # noqa: E402
 
 from nexagauge.judge.local_calibrate import wilson  # noqa: E402
 from nexagauge.judge.local_decide import CALIBRATED, LocalThresholds  # noqa: E402
 
-#: the sets that have a second labelling of their held-out half (v4, v6 and v7, test-only sets,
-#: are held out whole)
-SETS = ("v2", "v3", "v4", "v6", "v7", "v10")
+# SETS: the sets that have a second labelling of their held-out half, which are the sets
+# ``local_judge_eval`` evaluates (the test-only ones are held out whole)
 TASKS = ("relevance", "grounding")
 
 
