@@ -51,8 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 sys.path.insert(0, str(ROOT / "bench"))
 SETS = ("v1", "v2", "v3", "v5")
-#: training sets written, measured and not used: ``--with-set v8`` trains and calibrates on them
-#: too (docs/local-judge.md, "Training set v8"); the shipped judge never has
+#: training sets written, measured and not used: ``--with-set v8`` (``v9``) trains and
+#: calibrates on them too (docs/local-judge.md, "Training set v8", "v9"); the shipped judge
+#: never has
 CANDIDATE_SETS = ("v8", "v9")
 #: accuracy the held-out halves must reach (issue 17: >= 0.88 on text unlike the calibration set)
 TARGET_ACCURACY = 0.88

@@ -14,10 +14,10 @@ The same construction serves twice:
   of each **calibration** case as extra negatives (measured, not shipped: it rejects most swaps
   then, and loses accuracy on the labelled sets; ``docs/local-judge.md``, "Swapped answers");
 - this script measures the judge on the swaps of the **held-out** cases of v2, v3 and the
-  test-only v4, v6, v7 and v10, which nothing trains on. Each swapped sentence is judged appended to the end of
-  its new case's own answer (where a tangent usually sits; one judge call per swap, so the
-  answer's other sentences are as written) and alone (a one-sentence answer). The judge should
-  reject every one.
+  test-only v4, v6, v7 and v10, which nothing trains on. Each swapped sentence is judged
+  appended to the end of its new case's own answer (where a tangent usually sits; one judge
+  call per swap, so the answer's other sentences are as written) and alone (a one-sentence
+  answer). The judge should reject every one.
 
 Grounding gets the same check (``--task grounding``): a supported sentence of one case against
 the context of its nearest other case (e5 similarity of the contexts) should not be supported.

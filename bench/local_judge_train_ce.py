@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                          "their new question (local_judge_swap.swapped(shared=True))")  # fmt: skip
     ap.add_argument("--with-set", action="append", default=[], choices=lja.CANDIDATE_SETS,
                     help="also train on this candidate training set (measured, not shipped: "
-                         "docs/local-judge.md, \"Training set v8\")")  # fmt: skip
+                         "docs/local-judge.md, \"Training set v8\", \"v9\")")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
