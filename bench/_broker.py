@@ -39,7 +39,7 @@ class Broker:
     async def create_topics(self, topics: dict[str, int]) -> None:
         """Create topics with the given partition counts and wait until the metadata shows
         every partition (the package's ``create_topics``, as the evaluator and the tests)."""
-        from nexagauge.online.broker import TopicSpec, create_topics
+        from nexagauge.online.delivery.broker import TopicSpec, create_topics
         from nexagauge.settings import KafkaSettings
 
         await create_topics(

@@ -19,7 +19,7 @@ Messages:
 - ``one-trace-8MB``: one trace of ~8 MB (thousands of answers and retrievals under one root);
 - ``one-span-8MB``: one chat span whose input history is ~8 MB of messages;
 - ``salvage-8MB``: ``wide-8MB`` plus one span with invalid UTF-8, so the request is refused whole
-  and re-read span by span (``online/salvage.py``).
+  and re-read span by span (``online/ingest/salvage.py``).
 
 Each is run with large traces extracted in a worker thread (the service's behaviour) and, for
 comparison in the same run, inline on the loop.
@@ -48,7 +48,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online import stage as service_mod
-from nexagauge.online.decode import attributes
+from nexagauge.online.ingest.decode import attributes
 from nexagauge.online.stage import EvaluatorStage
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings

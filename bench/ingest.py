@@ -8,7 +8,7 @@ every trace with its own random trace id. Every variant reads the *whole same to
 beginning in its own consumer group, in the same process and run; rounds alternate the variants
 (order rotated) and the median is reported.
 
-Variants (all with the same consumer settings as ``nexagauge.online.consumer.ConsumerLoop``):
+Variants (all with the same consumer settings as ``nexagauge.online.delivery.consumer.ConsumerLoop``):
 
 - ``fetch``: aiokafka ``getmany`` only (bytes are counted, nothing is decoded);
 - ``decode``: + ``ExportTraceServiceRequest`` parse and each span's ids, name and times;
@@ -80,7 +80,7 @@ async def run_raw(bootstrap: str, topic: str, n_msgs: int, level: str) -> dict[s
     from aiokafka import AIOKafkaConsumer
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from nexagauge.online.decode import any_value
+    from nexagauge.online.ingest.decode import any_value
 
     parse = ExportTraceServiceRequest.FromString
     c = AIOKafkaConsumer(

@@ -23,7 +23,7 @@ answer order (so a sentence can lean on the one before). Fully offline::
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate # refit on calibration
     HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --json      # machine-readable
 
-``--calibrate`` fits the decision models (:func:`nexagauge.judge.local_calibrate.fit_linear`)
+``--calibrate`` fits the decision models (:func:`nexagauge.judge.local.calibrate.fit_linear`)
 on the *calibration* halves only and prints them; the held-out halves are for reporting.
 ``tests/local/test_calibration.py`` imports this module and asserts that the refit reproduces
 the shipped models and that held-out accuracy meets the targets.
@@ -64,10 +64,9 @@ import numpy as np  # noqa: E402
 from local_judge_eval import SETS as EVAL_SETS  # noqa: E402
 from local_judge_eval import set_dir  # noqa: E402
 
-from nexagauge.judge.local import LocalJudge  # noqa: E402
-from nexagauge.judge.local_calibrate import BinaryStats, binary_stats, fit_linear, wilson  # noqa: E402
-from nexagauge.judge.local_ce import RelevanceCrossEncoder  # noqa: E402
-from nexagauge.judge.local_decide import (  # noqa: E402
+from nexagauge.judge.local.calibrate import BinaryStats, binary_stats, fit_linear, wilson  # noqa: E402
+from nexagauge.judge.local.ce import RelevanceCrossEncoder  # noqa: E402
+from nexagauge.judge.local.decide import (  # noqa: E402
     CALIBRATED,
     GROUNDING_FEATURES,
     RELEVANCE_FEATURES,
@@ -77,6 +76,7 @@ from nexagauge.judge.local_decide import (  # noqa: E402
     decide_grounding,
     decide_relevance,
 )
+from nexagauge.judge.local.judge import LocalJudge  # noqa: E402
 
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 

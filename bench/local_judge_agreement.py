@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import local_judge_accuracy as lja  # noqa: E402
 from local_judge_eval import SETS, cohen_kappa  # noqa: E402
 
-from nexagauge.judge.local_calibrate import wilson  # noqa: E402
-from nexagauge.judge.local_decide import CALIBRATED, LocalThresholds  # noqa: E402
+from nexagauge.judge.local.calibrate import wilson  # noqa: E402
+from nexagauge.judge.local.decide import CALIBRATED, LocalThresholds  # noqa: E402
 
 # SETS: the sets that have a second labelling of their held-out half, which are the sets
 # ``local_judge_eval`` evaluates (the test-only ones are held out whole)

@@ -1,6 +1,6 @@
 """WordNet's antonyms as extra opposites for the local judge: a measured candidate (issue 17).
 
-The judge's own opposites are a short built-in list (``nexagauge/judge/local_contra.py``), so
+The judge's own opposites are a short built-in list (``nexagauge/judge/local/contra.py``), so
 its verdicts never depend on the host. This module reads the direct antonym pairs (``!``
 pointers) of a WordNet 3.0 ``dict`` directory (Debian's ``wordnet-base``:
 ``/usr/share/wordnet``), keeps single words, and matches claim and evidence words through a
@@ -136,9 +136,9 @@ def lemmatiser(wordnet: Path, vocab: set[str]) -> Callable[[str], set[str]]:
 
 def install(wordnet: Path) -> None:
     """Make the judge's antonym check also use WordNet's pairs (this process only)."""
-    import nexagauge.judge.local_contra as contra
-    import nexagauge.judge.local_decide as decide
-    from nexagauge.judge.local_cues import _words
+    import nexagauge.judge.local.contra as contra
+    import nexagauge.judge.local.decide as decide
+    from nexagauge.judge.local.cues import _words
 
     pairs = antonym_pairs(wordnet)
     opposite: dict[str, set[str]] = {}

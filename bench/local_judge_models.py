@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _machine import pin_one_core  # noqa: E402
 from local_judge_accuracy import POSITIVE, load_rows  # noqa: E402
 
-from nexagauge.judge.segment import sentences  # noqa: E402
+from nexagauge.text.sentences import sentences  # noqa: E402
 
 Encode = Callable[[Sequence[str]], np.ndarray]
 

@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import local_judge_accuracy as lja  # noqa: E402
 from local_judge_models import auc  # noqa: E402
 
-from nexagauge.judge.local_calibrate import fit_linear  # noqa: E402
-from nexagauge.judge.local_decide import (  # noqa: E402
+from nexagauge.judge.local.calibrate import fit_linear  # noqa: E402
+from nexagauge.judge.local.decide import (  # noqa: E402
     GROUNDING_FEATURES,
     RELEVANCE_FEATURES,
     GroundingFeatures,
@@ -189,7 +189,7 @@ def _snli_rows(snli_dir: Path, pairs: int) -> list[dict[str, Any]]:
 
 def _premises(prep: lja.Prepared, alone: bool, top: int = 1) -> list[tuple[str, str]]:
     """(best ``top`` evidence sentences, claim) per grounding row."""
-    from nexagauge.judge.segment import sentences
+    from nexagauge.text.sentences import sentences
 
     feats = prep.alone["grounding"] if alone else prep.features["grounding"]
     out = []
@@ -214,7 +214,7 @@ def snli_bi(prep: lja.Prepared, snli_dir: Path, pairs: int) -> Extra:
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
-    from nexagauge.judge.local_e5 import create_e5_embedder
+    from nexagauge.judge.local.e5 import create_e5_embedder
 
     emb = create_e5_embedder()
     order = {"entailment": 0, "neutral": 1, "contradiction": 2}

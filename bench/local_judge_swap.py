@@ -98,7 +98,7 @@ def swapped(
         >>> [(s.question, s.claim) for s in swapped(rows, "heldout", k=1)]  # doctest: +SKIP
         [('How long is the warranty?', 'Yes, within 30 days.'), ...]
     """
-    from nexagauge.judge.local_e5 import E5Embedder
+    from nexagauge.judge.local.e5 import E5Embedder
 
     target = TARGET[task]
     first: dict[tuple[str, str, str], int] = {}

@@ -92,7 +92,7 @@ def make_judge() -> Any:
     encoded once, as in a real run)."""
     global _CROSS
     from nexagauge.graph.runtime import Runtime
-    from nexagauge.judge.local import LocalJudge
+    from nexagauge.judge.local.judge import LocalJudge
     from nexagauge.settings import Settings
 
     rt = Runtime.create(Settings(judge={"mode": "local"}), use_cache=False)
@@ -100,7 +100,7 @@ def make_judge() -> Any:
         raise SystemExit("the local judge is not available")
     embedder: Any
     try:
-        from nexagauge.judge.local_e5 import E5Embedder
+        from nexagauge.judge.local.e5 import E5Embedder
 
         embedder = E5Embedder(rt.settings.embeddings)
     except ImportError:  # a judge from before issue 17 (--baseline): its MiniLM service
@@ -108,7 +108,7 @@ def make_judge() -> Any:
 
         embedder = LocalEmbedder(rt.settings.embeddings)
     try:
-        from nexagauge.judge.local_ce import RelevanceCrossEncoder
+        from nexagauge.judge.local.ce import RelevanceCrossEncoder
     except ImportError:  # a judge from before the cross-encoder (--baseline)
         return LocalJudge(rt.settings, embedder=embedder, offload=rt.to_thread)
     _CROSS = _CROSS or RelevanceCrossEncoder()

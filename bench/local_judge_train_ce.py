@@ -47,7 +47,7 @@ import local_judge_accuracy as lja  # noqa: E402
 from local_judge_probe import case_folds  # noqa: E402
 from local_judge_swap import Swap, swapped  # noqa: E402
 
-from nexagauge.judge.local_ce import ADAPTER, LINEARS, MAX_LENGTH, file_sha256  # noqa: E402
+from nexagauge.judge.local.ce import ADAPTER, LINEARS, MAX_LENGTH, file_sha256  # noqa: E402
 
 OOF = lja.CE_OOF
 RANK, LR, EPOCHS, BATCH = 8, 5e-4, 4, 16
@@ -61,7 +61,7 @@ def reference_pairs(path: Path = RAG_CASES) -> list[tuple[str, str]]:
     question with its own answer's sentences, and with the next case's (off topic, mostly),
     so both sides of the scale are represented. Cases whose question a training row asks too
     (or one alike: ``local_judge_accuracy.same_question``) are left out. Deterministic."""
-    from nexagauge.judge.segment import sentences
+    from nexagauge.text.sentences import sentences
 
     trained = {lja.question_stems(r["question"]) for r in relevance_rows()
                if r["split"] == "calibration"}  # fmt: skip
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir
-    from nexagauge.judge.local_ce import RelevanceCrossEncoder
+    from nexagauge.judge.local.ce import RelevanceCrossEncoder
 
     base = packaged_model_dir()
     rows = relevance_rows((*lja.SETS, *args.with_set))

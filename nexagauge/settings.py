@@ -63,7 +63,7 @@ class JudgeSettings(_Section):
     tokens_per_minute: float | None = None
     structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
     #: the openai client's HTTP transport: "aiohttp" (openai's aiohttp transport, a third less
-    #: client CPU per call) or "httpx" (openai's default); see nexagauge/judge/http.py
+    #: client CPU per call) or "httpx" (openai's default); see nexagauge/judge/llm/http.py
     http_client: Literal["aiohttp", "httpx"] = "aiohttp"
     #: "auto": the LLM judge when an endpoint is configured, else the local judge
     mode: Literal["auto", "llm", "local", "none"] = "auto"

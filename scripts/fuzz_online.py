@@ -32,9 +32,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 
-from nexagauge.online.assembly import TraceBuffer
-from nexagauge.online.decode import PoisonMessage, decode_logs, decode_traces
-from nexagauge.online.extract import extract_cases_with_errors
+from nexagauge.online.ingest.assembly import TraceBuffer
+from nexagauge.online.ingest.decode import PoisonMessage, decode_logs, decode_traces
+from nexagauge.online.ingest.extract import extract_cases_with_errors
 from nexagauge.sdk import conventions as C
 from tests.online.otlp import (
     chat_messages,

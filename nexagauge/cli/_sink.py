@@ -1,6 +1,7 @@
 r"""Where ``nexagauge run`` puts each result as it streams in: case files, errors.jsonl, terminal.
 
-One case report per good record (``cases/<name>.json``); one errors.jsonl line per bad record,
+One case report per good record (``cases/<name>.json``, with the scrubbed ``record`` block:
+question, answer, context, metadata); one errors.jsonl line per bad record,
 node error, warning and input error; and the list of bad records and warnings printed on stderr
 at the end, each named like errors.jsonl names it (line, record index, case id, field, reason).
 
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nexagauge.cli._output import safe_filename, write_json
+from nexagauge.report.record import KEY as RECORD_KEY
+from nexagauge.report.record import record_block
 
 #: bad records and warnings listed on the terminal without ``-v`` (all are in errors.jsonl)
 SHOWN_PROBLEMS = 20
@@ -59,6 +62,8 @@ class ReportSink:
             doc = {"case_id": res.case_id, "target": target}
         doc["index"] = res.index
         doc["line"] = line
+        if res.case is not None:  # what was evaluated (question, answer, context), scrubbed
+            doc[RECORD_KEY] = record_block(res.case)
         warnings = list(res.case.warnings) if res.case is not None else []
         if warnings:
             doc["warnings"] = warnings

@@ -8,7 +8,7 @@ it, so it counts as ``cached`` and costs nothing (``--no-cache`` estimates a col
 nodes cost nothing. A node that is ineligible for a record (missing field, disabled block,
 prerequisite ineligible, or a judge call nothing planned would read: ``nexagauge.graph.demand``)
 contributes nothing for it. USD comes from the judge price table
-(``nexagauge.judge.pricing``; ``judge.price_table`` adds your own prices) for each node's
+(``nexagauge.judge.llm.pricing``; ``judge.price_table`` adds your own prices) for each node's
 effective judge model; a model without a price shows ``unknown``.
 
 Example:
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _price_table(settings: Any) -> Any:
     try:
-        from nexagauge.judge.pricing import PriceTable
+        from nexagauge.judge.llm.pricing import PriceTable
     except ImportError:  # pragma: no cover - pricing ships with the judge package
         return None
     return PriceTable.load(settings.judge.price_table)

@@ -153,7 +153,7 @@ def _setup_logging(verbosity: int) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    from nexagauge.online.redact import install_log_redaction
+    from nexagauge.online.delivery.redact import install_log_redaction
 
     install_log_redaction()  # no secret (app data, the judge key) in any log line
 

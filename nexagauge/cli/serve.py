@@ -124,7 +124,7 @@ HARD_EXIT_GRACE_S = 1.0
 def arm_hard_exit(after_s: float) -> threading.Timer:
     """A daemon timer that ends the process (``os._exit(1)``) ``after_s`` seconds from now.
 
-    The graceful stop is bounded step by step (:class:`~nexagauge.online.shutdown.Deadline`),
+    The graceful stop is bounded step by step (:class:`~nexagauge.online.delivery.shutdown.Deadline`),
     but a client library can still block the interpreter's exit (a task that swallows its
     cancellation, a worker thread waiting on a dead peer); this backstop keeps the promise that
     SIGTERM ends ``nexagauge serve``. Uncommitted work is re-delivered (at-least-once).

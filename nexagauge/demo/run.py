@@ -123,7 +123,7 @@ async def _warm_up(svc: Any) -> None:
 async def _create_topics(kafka: Any, topics: list[str]) -> None:
     """The input topics the collector writes to (the evaluator creates its own topics), with
     replication 1: the embedded broker is a single node."""
-    from nexagauge.online.broker import TopicSpec, create_topics
+    from nexagauge.online.delivery.broker import TopicSpec, create_topics
 
     single = kafka.model_copy(update={"replication_factor": 1})
     await create_topics(single, [TopicSpec(t, TOPIC_PARTITIONS) for t in topics])

@@ -17,7 +17,7 @@ What this does and does not guarantee (also in docs/emit.md):
   exclusive ``flock``), but each process reads the others' keys only when it starts;
 * different volumes / different consumers of the group: not by the window or journal; the
   online service adds an :class:`EmittedKeyStore` shared by the whole consumer group (a compacted
-  Kafka topic, :mod:`nexagauge.online.markers`) that the emitter consults and writes instead of
+  Kafka topic, :mod:`nexagauge.online.delivery.markers`) that the emitter consults and writes instead of
   the journal, so a redelivery is suppressed by whichever member owns its partition.
 
 Example:
@@ -52,7 +52,7 @@ class EmittedKeyStore(Protocol):
     """A durable record of emitted keys shared by every member of a consumer group.
 
     The online service implements it on a compacted Kafka topic
-    (:class:`nexagauge.online.markers.EmittedKeys`); the emitter consults :meth:`contains` before
+    (:class:`nexagauge.online.delivery.markers.EmittedKeys`); the emitter consults :meth:`contains` before
     exporting and calls :meth:`mark` after the evaluation span is durable, before counting.
     """
 

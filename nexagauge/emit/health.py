@@ -4,8 +4,8 @@ broker contact (names in :mod:`nexagauge.emit.metric_names`).
 :class:`HealthMetrics` lives in the evaluator's registry (``EvaluatorMetrics.health``):
 ``nexagauge_judge_breaker_state``, ``nexagauge_judge_breaker_openings_total``,
 ``nexagauge_broker_up``, ``nexagauge_broker_contact_age_seconds``,
-``nexagauge_topics_recreated_total``. The online service feeds it (``nexagauge.online.broker``,
-``nexagauge.online.health``).
+``nexagauge_topics_recreated_total``. The online service feeds it (``nexagauge.online.delivery.broker``,
+``nexagauge.online.delivery.health``).
 
 Example:
     >>> from prometheus_client import CollectorRegistry
@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from nexagauge.emit import metric_names as N
 
-#: value of ``nexagauge_judge_breaker_state`` per breaker state (``nexagauge.judge.breaker``)
+#: value of ``nexagauge_judge_breaker_state`` per breaker state (``nexagauge.judge.llm.breaker``)
 BREAKER_STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 
 

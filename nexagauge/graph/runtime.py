@@ -135,15 +135,15 @@ def _make_judge(settings: Settings, rt: Runtime) -> Any:
         return None
     if mode == "llm" or (mode == "auto" and settings.judge.configured):
         try:
-            from nexagauge.judge.client import LLMJudge
+            from nexagauge.judge.llm.client import LLMJudge
         except ImportError:  # pragma: no cover - judge package not built yet
             return None
-        from nexagauge.judge.client import CACHE_NAMESPACE
+        from nexagauge.judge.llm.client import CACHE_NAMESPACE
 
         store = rt.cache.namespace(CACHE_NAMESPACE) if rt.cache is not None else None
         return LLMJudge(settings.judge, store=store)
     try:
-        from nexagauge.judge.local import LocalJudge
+        from nexagauge.judge.local.judge import LocalJudge
     except ImportError:
         return None
     # the judge gets what it needs, not the runtime: the shared embedder (built on first use)

@@ -1,7 +1,7 @@
 """The judge protocol: what the claim nodes (and other judge nodes) ask of a judge backend.
 
-Two backends implement it: the LLM judge (:mod:`nexagauge.judge.client`, any OpenAI-compatible
-endpoint) and the local judge (:mod:`nexagauge.judge.local`, embeddings, no API key). The protocol
+Two backends implement it: the LLM judge (:mod:`nexagauge.judge.llm.client`, any OpenAI-compatible
+endpoint) and the local judge (:mod:`nexagauge.judge.local.judge`, embeddings, no API key). The protocol
 is *task-level* for the claim pipeline so both can implement the same tasks:
 
 - :meth:`Judge.extract_claims` - atomic claims from every chunk of an output, in one call per case;

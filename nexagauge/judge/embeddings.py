@@ -328,11 +328,11 @@ class OpenAIEmbedder(_BaseEmbedder):
 
     ``base_url`` falls back to ``OPENAI_BASE_URL`` and ``api_key`` to ``OPENAI_API_KEY`` (the
     client's own defaults); a keyless local server gets a placeholder key. One client per event
-    loop (:class:`~nexagauge.judge.http.ClientPool`: connections must not cross loops).
+    loop (:class:`~nexagauge.judge.llm.http.ClientPool`: connections must not cross loops).
     """
 
     def __init__(self, settings: EmbeddingSettings) -> None:
-        from nexagauge.judge.http import ClientPool
+        from nexagauge.judge.llm.http import ClientPool
 
         super().__init__(settings)
         self.name = f"openai:{settings.model}@{settings.base_url or 'default'}"

@@ -2,7 +2,7 @@
 
 **Units.** The output and the reference are cut into units:
 
-- default: sentences (:mod:`nexagauge.judge.segment`); output units come from the ``refiner``
+- default: sentences (:mod:`nexagauge.text.sentences`); output units come from the ``refiner``
   chunks (so the refiner's near-duplicate removal applies), or from the output itself when the
   refiner did not run;
 - ``refalign.atomic_chunks: true`` with an LLM judge configured: atomic claims extracted by the
@@ -55,8 +55,8 @@ from typing import Any
 import numpy as np
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
-from nexagauge.judge.segment import sentences
 from nexagauge.schema.results import ChunkList, CostEstimate, MetricResult, RefalignMetrics
+from nexagauge.text.sentences import sentences
 
 CATEGORY = "reference"
 METRICS = ("refalign_precision", "refalign_recall", "refalign_f1", "refalign_similarity")

@@ -20,14 +20,14 @@ from typing import Any, Protocol
 from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.executor import CaseResult, Executor
 from nexagauge.graph.topology import load_topology
-from nexagauge.online.assembly import Trace
-from nexagauge.online.dlq import DeadLetters, FailedCase
-from nexagauge.online.extract import (
+from nexagauge.online.conversations.turns import trace_nodes
+from nexagauge.online.delivery.dlq import DeadLetters, FailedCase
+from nexagauge.online.ingest.assembly import Trace
+from nexagauge.online.ingest.extract import (
     ExtractedCase,
 )
+from nexagauge.online.ingest.sampling import Decision, Limiter
 from nexagauge.online.plans import Executors
-from nexagauge.online.sampling import Decision, Limiter
-from nexagauge.online.turns import trace_nodes
 
 log = logging.getLogger(__name__)
 

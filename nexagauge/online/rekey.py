@@ -44,11 +44,11 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from nexagauge.online.consumer import LagHooks
-from nexagauge.online.decode import PoisonMessage, _parse
-from nexagauge.online.dlq import DeadLetters
-from nexagauge.online.offsets import OffsetTracker
-from nexagauge.online.salvage import INVALID_SPAN
+from nexagauge.online.delivery.consumer import LagHooks
+from nexagauge.online.delivery.dlq import DeadLetters
+from nexagauge.online.delivery.offsets import OffsetTracker
+from nexagauge.online.ingest.decode import PoisonMessage, _parse
+from nexagauge.online.ingest.salvage import INVALID_SPAN
 from nexagauge.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Re-evaluate dead-lettered evaluations after a fix (``nexagauge dlq replay``).
 
-A failed evaluation's dead letter (:mod:`nexagauge.online.dlq`, record version 2) carries its
+A failed evaluation's dead letter (:mod:`nexagauge.online.delivery.dlq`, record version 2) carries its
 case, the evaluated span's identity and the node set it ran. :func:`replay_dead_letters` reads the
 DLQ topic from the replay group's committed position (or from the beginning) until it is idle,
 and for each such record:
@@ -48,8 +48,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 
 from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.consumer import client_kwargs
-from nexagauge.online.dlq import (
+from nexagauge.online.delivery.consumer import client_kwargs
+from nexagauge.online.delivery.dlq import (
     HEADER_PAYLOAD,
     HEADER_REASON,
     HEADER_REPLAY_RUN,
@@ -59,7 +59,7 @@ from nexagauge.online.dlq import (
     FailedCase,
     dlq_value_limit,
 )
-from nexagauge.online.health import attach_breaker
+from nexagauge.online.delivery.health import attach_breaker
 from nexagauge.online.plans import Executors
 from nexagauge.schema.case import EvalCase
 from nexagauge.settings import Settings

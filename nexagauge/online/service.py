@@ -19,11 +19,11 @@ from typing import Any
 from nexagauge.graph.runtime import Runtime
 from nexagauge.nodes.conversation_relevance import METRIC as CONVERSATION_METRIC
 from nexagauge.online.cases import EmitterLike
-from nexagauge.online.conversations import ConversationStage
-from nexagauge.online.dlq import DeadLetters, dlq_value_limit
-from nexagauge.online.redact import install_log_redaction, register_secret
+from nexagauge.online.conversations.stage import ConversationStage
+from nexagauge.online.conversations.turns import TurnPublisher, conversations_possible
+from nexagauge.online.delivery.dlq import DeadLetters, dlq_value_limit
+from nexagauge.online.delivery.redact import install_log_redaction, register_secret
 from nexagauge.online.stage import EvaluatorStage
-from nexagauge.online.turns import TurnPublisher, conversations_possible
 from nexagauge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,26 +66,26 @@ class OnlineService:
         self._http: Any = None
         self.ready = False
         self.health: Any = None  # nexagauge.emit.health.HealthMetrics (of EvaluatorMetrics)
-        self.monitor: Any = None  # nexagauge.online.broker.BrokerMonitor
-        self.breaker: Any = None  # the judge's circuit breaker (nexagauge.judge.breaker)
+        self.monitor: Any = None  # nexagauge.online.delivery.broker.BrokerMonitor
+        self.breaker: Any = None  # the judge's circuit breaker (nexagauge.judge.llm.breaker)
 
     def _own_topics(self) -> list[Any]:
         """The topics this service owns (created at start, re-created when they vanish)."""
-        from nexagauge.online.broker import TopicSpec
+        from nexagauge.online.delivery.broker import TopicSpec
 
         k = self.settings.kafka
         names = [k.dlq_topic] + ([k.rekeyed_topic] if self.settings.online.rekey else [])
         return [TopicSpec(t, k.topic_partitions) for t in names]
 
     async def _ensure_topics(self) -> None:
-        from nexagauge.online.broker import create_topics
+        from nexagauge.online.delivery.broker import create_topics
 
         await create_topics(self.settings.kafka, self._own_topics())
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaProducer
 
-        from nexagauge.online.consumer import ConsumerLoop, client_kwargs
+        from nexagauge.online.delivery.consumer import ConsumerLoop, client_kwargs
         from nexagauge.online.rekey import RekeyStage
 
         s = self.settings
@@ -99,7 +99,7 @@ class OnlineService:
         judge = self.runtime.judge
         if judge is not None and hasattr(judge, "observer") and judge.observer is None:
             judge.observer = self.metrics.judge_call  # judge calls, errors and latency
-        from nexagauge.online.health import attach_breaker
+        from nexagauge.online.delivery.health import attach_breaker
 
         self.health = getattr(self.metrics, "health", None)  # EvaluatorMetrics.health
         self.breaker = attach_breaker(judge, o, self.health)
@@ -120,14 +120,14 @@ class OnlineService:
         await self._producer.start()
         keys = None
         if self.emitter is None:  # group-wide dedupe of the real emitter (markers.py)
-            from nexagauge.online.markers import emitted_keys
+            from nexagauge.online.delivery.markers import emitted_keys
 
             keys = await emitted_keys(s, self._producer)
             self.emitter = _default_emitter(s, self.metrics, keys)
         secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
         register_secret(*secrets)  # never in a log line or a dead-letter header
         install_log_redaction()
-        from nexagauge.online.lograte import install_log_rate_limit
+        from nexagauge.online.delivery.lograte import install_log_rate_limit
 
         install_log_rate_limit(o.log_repeat_interval_s)  # no ERROR flood while the broker is away
         dlq = DeadLetters(
@@ -153,7 +153,7 @@ class OnlineService:
                 k, eval_topics, k.group_id, self.stage, commit_interval_s=o.commit_interval_s
             )
         )
-        from nexagauge.online.broker import BrokerMonitor, TopicSpec
+        from nexagauge.online.delivery.broker import BrokerMonitor, TopicSpec
 
         self.monitor = BrokerMonitor(
             k, self._own_topics(), health=self.health, on_topics_recreated=self._broker_reset
@@ -183,7 +183,7 @@ class OnlineService:
     async def _broker_reset(self, topics: list[str]) -> None:
         """Own topics vanished: the broker lost its data (and the group's commits). Every
         consumer re-reads from its committed offset or the beginning of the new logs."""
-        from nexagauge.online.broker import rewind
+        from nexagauge.online.delivery.broker import rewind
 
         log.warning("broker lost its data (%s re-created); rewinding the consumers", topics)
         for lp in self.loops:
@@ -236,10 +236,10 @@ class OnlineService:
 
     async def stop(self) -> None:
         """SIGTERM path: stop fetching, drain in flight, commit, leave the groups, flush - all
-        within ``online.drain_timeout_s`` (:class:`~nexagauge.online.shutdown.Deadline`): a step
+        within ``online.drain_timeout_s`` (:class:`~nexagauge.online.delivery.shutdown.Deadline`): a step
         that cannot finish in time (a dead broker, a dead collector) is abandoned, and what was
         not committed is re-delivered."""
-        from nexagauge.online.shutdown import Deadline
+        from nexagauge.online.delivery.shutdown import Deadline
 
         self.ready = False
         drain = self.settings.online.drain_timeout_s
@@ -300,9 +300,9 @@ async def attach_conversations(service: OnlineService, dlq: Any = None) -> Conve
     drives a :class:`ConversationStage` that shares the evaluator's budget limiter and keeps its
     state in ``kafka.conversation_changelog_topic``. ``None`` when no sampling decision can
     include conversation relevance (or ``online.conversations`` is off)."""
-    from nexagauge.online.broker import TopicSpec, create_topics
-    from nexagauge.online.changelog import Changelog
-    from nexagauge.online.consumer import ConsumerLoop
+    from nexagauge.online.delivery.broker import TopicSpec, create_topics
+    from nexagauge.online.delivery.changelog import Changelog
+    from nexagauge.online.delivery.consumer import ConsumerLoop
 
     s = service.settings
     k, o = s.kafka, s.online

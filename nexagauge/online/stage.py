@@ -3,12 +3,12 @@
 :class:`EvaluatorStage` is the consumer-loop handler of the evaluation stage:
 
 1. ``handle``: decode each message lazily (spans, or GenAI log records), poison -> DLQ; add spans
-   and records to the :class:`~nexagauge.online.assembly.TraceBuffer`; every trace a message
-   feeds holds a reference on its offset (:class:`~nexagauge.online.offsets.OffsetTracker`).
+   and records to the :class:`~nexagauge.online.ingest.assembly.TraceBuffer`; every trace a message
+   feeds holds a reference on its offset (:class:`~nexagauge.online.delivery.offsets.OffsetTracker`).
 2. ``tick``: hand completed traces on; a trace no rule can sample is done at once (cheap
    pre-check on eagerly decoded fields); otherwise its cases are extracted, each case is sampled
-   (:class:`~nexagauge.online.sampling.Sampler`) and checked against the hard limits
-   (:class:`~nexagauge.online.sampling.Limiter`); every skip is counted by reason.
+   (:class:`~nexagauge.online.ingest.sampling.Sampler`) and checked against the hard limits
+   (:class:`~nexagauge.online.ingest.sampling.Limiter`); every skip is counted by reason.
 3. Sampled cases run through the same node graph as the CLI (``Executor.run_case``), at most
    ``max_in_flight`` at once; above that the loop pauses the partitions (backpressure).
 4. Each result goes to the emitter (evaluation span + Prometheus, idempotent per
@@ -31,29 +31,29 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.assembly import Trace, TraceBuffer, Trigger
 from nexagauge.online.cases import CaseLifecycle, EmitterLike, StageStats, _Active
-from nexagauge.online.consumer import LagHooks
-from nexagauge.online.decode import (
+from nexagauge.online.delivery.consumer import LagHooks
+from nexagauge.online.delivery.dlq import DeadLetters
+from nexagauge.online.delivery.markers import primary_source
+from nexagauge.online.delivery.offsets import OffsetTracker
+from nexagauge.online.ingest.assembly import Trace, TraceBuffer, Trigger
+from nexagauge.online.ingest.decode import (
     BASE_WANTED,
     DecodedBatch,
     PoisonMessage,
     decode_logs,
     decode_traces,
 )
-from nexagauge.online.discard import EarlyDiscard
-from nexagauge.online.dlq import DeadLetters
-from nexagauge.online.extract import (
+from nexagauge.online.ingest.discard import EarlyDiscard
+from nexagauge.online.ingest.extract import (
     TRACELOOP_SESSION_ID,
     ExtractedCase,
     SpanError,
     extract_cases_with_errors,
 )
-from nexagauge.online.markers import primary_source
-from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.ingest.sampling import Decision, Limiter, Sampler
 from nexagauge.online.plans import Executors
 from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
-from nexagauge.online.sampling import Decision, Limiter, Sampler
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 
@@ -72,11 +72,11 @@ TICK_SLICE_S = 0.05
 class EvaluatorStage(CaseLifecycle, LagHooks):
     """The evaluation stage handler (see module docstring)."""
 
-    #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations)
+    #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations.stage)
     turns: Any = None
-    #: the judge's circuit breaker (nexagauge.judge.breaker): consumption pauses while it is open
+    #: the judge's circuit breaker (nexagauge.judge.llm.breaker): consumption pauses while it is open
     breaker: Any = None
-    #: group-wide emitted keys (nexagauge.online.markers.EmittedKeys), with the default emitter
+    #: group-wide emitted keys (nexagauge.online.delivery.markers.EmittedKeys), with the default emitter
     keys: Any = None
 
     def __init__(

@@ -22,7 +22,7 @@ from nexagauge.emit.prometheus import EvaluatorMetrics
 from nexagauge.emit.spans import EvaluationSpanWriter
 from nexagauge.graph.executor import CaseResult, NodeOutcome
 from nexagauge.graph.runtime import Runtime
-from nexagauge.judge.pricing import PriceTable
+from nexagauge.judge.llm.pricing import PriceTable
 from nexagauge.nodes.eval import EvalSummary
 from nexagauge.online.stage import EvaluatorStage
 from nexagauge.schema.results import CostEstimate, RelevanceMetrics

@@ -16,7 +16,7 @@ if _TESTS not in sys.path:  # makes tests/support importable as `support`
 
 from support.openai_server import OpenAIServer  # noqa: E402
 
-from nexagauge.judge.client import LLMJudge  # noqa: E402
+from nexagauge.judge.llm.client import LLMJudge  # noqa: E402
 from nexagauge.settings import JudgeSettings  # noqa: E402
 
 #: tiny backoff so retry tests take milliseconds

@@ -10,8 +10,8 @@ import time
 import pytest
 from support.openai_server import OpenAIServer, Reply
 
-from nexagauge.judge.breaker import CircuitBreaker
-from nexagauge.judge.client import LLMJudge
+from nexagauge.judge.llm.breaker import CircuitBreaker
+from nexagauge.judge.llm.client import LLMJudge
 from nexagauge.schema.case import RelevanceConfig
 from nexagauge.schema.results import Claim, Item
 from nexagauge.settings import JudgeSettings
@@ -176,7 +176,7 @@ async def test_timeouts_are_transient_and_waited_out(server: OpenAIServer) -> No
 def test_backoff_after_thousands_of_attempts_stays_at_the_cap() -> None:
     """Behind the breaker a call retries for as long as an outage lasts (8 h at the 30 s cap
     is ~1,000 attempts): the delay must not overflow."""
-    from nexagauge.judge.retry import retry_delay
+    from nexagauge.judge.llm.retry import retry_delay
 
     s = JudgeSettings(backoff_base_s=0.5, backoff_max_s=30.0)
     assert all(15.0 <= retry_delay(s, n, None) <= 30.0 for n in (10, 1100, 100_000))

@@ -3,7 +3,7 @@ evaluator's judge-call metrics and the judge-error-rate alert depend on it."""
 
 from __future__ import annotations
 
-from nexagauge.judge.client import LLMJudge
+from nexagauge.judge.llm.client import LLMJudge
 from nexagauge.nodes.geval import score_model
 from nexagauge.settings import Settings
 from tests.support.openai_server import OpenAIServer, Reply

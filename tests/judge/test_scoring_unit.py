@@ -10,10 +10,10 @@ import pytest
 
 from nexagauge.judge.base import ClaimJudgement, RawVerdict
 from nexagauge.judge.claimtext import anchoring_confidence, merge_indices
-from nexagauge.judge.limits import RateLimiter
-from nexagauge.judge.pricing import PriceTable
+from nexagauge.judge.llm.limits import RateLimiter
+from nexagauge.judge.llm.pricing import PriceTable
+from nexagauge.judge.llm.retry import retry_after as _retry_after
 from nexagauge.judge.promptlib import load_prompt
-from nexagauge.judge.retry import retry_after as _retry_after
 from nexagauge.judge.scoring import claim_metric, claim_score
 from nexagauge.judge.tasks import judge_call, to_raw_verdict
 from nexagauge.schema.case import GroundingConfig, RelevanceConfig, ScoringMode

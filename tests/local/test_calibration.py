@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support.scripts import load_script
 
-from nexagauge.judge.local import CALIBRATED, LinearModel, LocalJudge
+from nexagauge.judge.local.judge import CALIBRATED, LinearModel, LocalJudge
 
 ROOT = Path(__file__).resolve().parents[2]
 #: measured held-out accuracy of the shipped models on the v2 and v3 sets, rounded down (no

@@ -316,7 +316,7 @@ async def test_predict_names_the_case_when_the_judge_fails() -> None:
 @pytest.mark.integration
 async def test_eval_runs_the_real_local_judge_per_case(judge_embedder: Any) -> None:
     """The evaluation script drives the real local judge (real model) through the protocol."""
-    from nexagauge.judge.local import LocalJudge
+    from nexagauge.judge.local.judge import LocalJudge
 
     judge = LocalJudge(embedder=judge_embedder)
     for task in builder.TASKS:
@@ -566,7 +566,7 @@ def test_docs_show_the_throughput_the_committed_run_measured() -> None:
             f"{base['encode_floor_s']:.2f} s | {base['judge_vs_floor']:.2f}x |") in docs  # fmt: skip
     assert (f"| {run['cases_per_s']:.2f} | {run['ms_per_case']:.1f} | {run['encode_floor_s']:.2f} s"
             f" + {run['cross_encoder_floor_s']:.2f} s | {run['judge_vs_floor']:.2f}x |") in docs  # fmt: skip
-    from nexagauge.judge.local import CALIBRATION_VERSION
+    from nexagauge.judge.local.judge import CALIBRATION_VERSION
 
     # measured on the shipped calibration, against the baseline on the same cases
     assert f"calibration={CALIBRATION_VERSION}" in run["judge"]
@@ -578,7 +578,7 @@ def test_docs_show_the_v8_candidates_as_measured() -> None:
     whose first run is the shipped adapter; the candidates were not shipped."""
     run = json.loads((ROOT / "bench/results/local_judge_v8_candidates.json").read_text("utf-8"))
     docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
-    from nexagauge.judge.local_ce import ADAPTER
+    from nexagauge.judge.local.ce import ADAPTER
 
     shipped, *candidates = run["runs"]
     assert shipped["adapter_sha256_12"] == hashlib.sha256(ADAPTER.read_bytes()).hexdigest()[:12]
@@ -607,7 +607,7 @@ def test_the_v9_candidate_was_decided_by_the_rule_written_before_it_was_measured
     res = ROOT / "bench" / "results"
     run = json.loads((res / "local_judge_v9_candidate.json").read_text("utf-8"))
     docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
-    from nexagauge.judge.local_ce import ADAPTER
+    from nexagauge.judge.local.ce import ADAPTER
 
     shipped_sha = hashlib.sha256(ADAPTER.read_bytes()).hexdigest()[:12]
     shipped, v8, c1 = run["runs"]

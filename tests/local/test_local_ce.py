@@ -1,4 +1,4 @@
-"""The relevance cross-encoder (nexagauge/judge/local_ce.py) and its calibration data."""
+"""The relevance cross-encoder (nexagauge/judge/local/ce.py) and its calibration data."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from support.scripts import load_script
 
-from nexagauge.judge.local_ce import ADAPTER, LINEARS, CrossEncoderError, RelevanceCrossEncoder
+from nexagauge.judge.local.ce import ADAPTER, LINEARS, CrossEncoderError, RelevanceCrossEncoder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,7 +144,7 @@ def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from nexagauge.judge.embeddings import packaged_model_dir
-    from nexagauge.judge.local_ce import MAX_LENGTH, file_sha256
+    from nexagauge.judge.local.ce import MAX_LENGTH, file_sha256
 
     base = packaged_model_dir()
     rng = np.random.default_rng(1)

@@ -18,7 +18,9 @@ from nexagauge.graph.planner import plan
 from nexagauge.graph.runtime import Runtime
 from nexagauge.judge.base import NEEDS_LLM, Judge
 from nexagauge.judge.embeddings import LocalEmbedder
-from nexagauge.judge.local import (
+from nexagauge.judge.local.ce import ADAPTER, RelevanceCrossEncoder
+from nexagauge.judge.local.e5 import E5_NAME
+from nexagauge.judge.local.judge import (
     CALIBRATED,
     CALIBRATED_FOR,
     CALIBRATION_VERSION,
@@ -32,8 +34,6 @@ from nexagauge.judge.local import (
     negation_count,
     numbers,
 )
-from nexagauge.judge.local_ce import ADAPTER, RelevanceCrossEncoder
-from nexagauge.judge.local_e5 import E5_NAME
 from nexagauge.schema.case import GroundingConfig, RelevanceConfig, parse_record
 from nexagauge.schema.results import Chunk, Claim, Item, MetricResult
 
@@ -76,7 +76,7 @@ def test_negation_and_content_words() -> None:
 
 
 def test_relevance_cues_goal_shift_short_answers_and_questions_back() -> None:
-    from nexagauge.judge.local_cues import goal_shift, is_filler, is_short
+    from nexagauge.judge.local.cues import goal_shift, is_filler, is_short
 
     q = "How do I undo my last commit but keep the changes?"
     assert goal_shift("To change only the commit message, use git commit --amend.", q)
@@ -306,7 +306,7 @@ def test_verdicts_do_not_depend_on_an_installed_wordnet(tmp_path: Path) -> None:
         (db / f).write_text("")
     code = (
         "import sys, json\n"
-        "from nexagauge.judge import local\n"
+        "from nexagauge.judge.local import judge as local\n"
         "from nexagauge.graph.runtime import Runtime\n"
         "f = local.grounding_features('The work finished in 1889.', "
         "['The work was completed in 1889.'], [0.9])\n"

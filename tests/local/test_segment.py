@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexagauge.judge.segment import sentences, split_sentences
+from nexagauge.text.sentences import sentences, split_sentences
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nexagauge.online.assembly import TraceBuffer
-from nexagauge.online.decode import SpanRecord
-from nexagauge.online.offsets import OffsetTracker
+from nexagauge.online.delivery.offsets import OffsetTracker
+from nexagauge.online.ingest.assembly import TraceBuffer
+from nexagauge.online.ingest.decode import SpanRecord
 from nexagauge.sdk import conventions as C
 
 

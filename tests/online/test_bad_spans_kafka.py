@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from nexagauge.emit.metric_names import SKIPPED
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.dlq import HEADER_REASON
+from nexagauge.online.delivery.dlq import HEADER_REASON
 from nexagauge.online.service import OnlineService
 
 from .kafka_helpers import make_settings, produce, read_all, topics

@@ -18,11 +18,11 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from nexagauge.nodes.conversation_relevance import METRIC
-from nexagauge.online.conv_state import ConversationState
-from nexagauge.online.conversations import DUPLICATE, ConversationStage, state_key
-from nexagauge.online.sampling import Limiter
+from nexagauge.online.conversations.stage import DUPLICATE, ConversationStage, state_key
+from nexagauge.online.conversations.state import ConversationState
+from nexagauge.online.conversations.turns import TurnPublisher
+from nexagauge.online.ingest.sampling import Limiter
 from nexagauge.online.stage import EvaluatorStage
-from nexagauge.online.turns import TurnPublisher
 from nexagauge.schema.results import CostEstimate
 from nexagauge.settings import SamplingSettings, Settings
 
@@ -149,8 +149,8 @@ class Member:
     """One conversation-stage member: consumer loop + stage + changelog, like serve wires it."""
 
     def __init__(self, s: Settings, producer: Any) -> None:
-        from nexagauge.online.changelog import Changelog
-        from nexagauge.online.consumer import ConsumerLoop
+        from nexagauge.online.delivery.changelog import Changelog
+        from nexagauge.online.delivery.consumer import ConsumerLoop
 
         self.judge = FakeJudge()
         self.em = Recorder()
@@ -298,7 +298,7 @@ async def test_every_restore_reads_every_state_written_before_it(broker: Any) ->
     """Write, restore, repeat: each restore returns every key written so far. (A lazy
     seek_to_beginning() lost to the fresh assignment's "latest" reset in ~1 of 15 restores on
     Tansu, which then returned nothing at all.)"""
-    from nexagauge.online.changelog import Changelog
+    from nexagauge.online.delivery.changelog import Changelog
 
     from .kafka_helpers import topics
 

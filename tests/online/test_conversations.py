@@ -25,7 +25,7 @@ from nexagauge.emit.spans import EvaluationSpanWriter
 from nexagauge.graph.runtime import Runtime
 from nexagauge.judge.base import NEEDS_LLM
 from nexagauge.nodes.conversation_relevance import Window, build_windows
-from nexagauge.online.conversations import (
+from nexagauge.online.conversations.stage import (
     DUPLICATE,
     INVALID,
     LATE,
@@ -443,7 +443,7 @@ async def wait_for(pred: Any, within_s: float) -> bool:
 
 @pytest.mark.integration
 async def test_turns_of_two_conversations_out_of_order_scored_incrementally(broker: Any) -> None:
-    from nexagauge.online.consumer import ConsumerLoop
+    from nexagauge.online.delivery.consumer import ConsumerLoop
 
     from .kafka_helpers import committed, end_offsets, topics
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from nexagauge.online.decode import (
+from nexagauge.online.ingest.decode import (
     BASE_WANTED,
     PoisonMessage,
     any_value,

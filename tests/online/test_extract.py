@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from nexagauge.online.assembly import Trace
-from nexagauge.online.decode import decode_logs, decode_traces
-from nexagauge.online.extract import extract_cases
+from nexagauge.online.ingest.assembly import Trace
+from nexagauge.online.ingest.decode import decode_logs, decode_traces
+from nexagauge.online.ingest.extract import extract_cases
 from nexagauge.sdk import conventions as C
 
 from .otlp import chat_messages, logs_request, sdk_turn, sid, span, tid, traces_request
@@ -271,7 +271,7 @@ def test_spans_without_content_or_non_llm_give_no_case() -> None:
 
 
 def test_invalid_eval_block_is_reported_not_raised() -> None:
-    from nexagauge.online.extract import extract_cases_with_errors
+    from nexagauge.online.ingest.extract import extract_cases_with_errors
 
     spans = sdk_turn(tid(10), "q", "a")
     spans[0]["attrs"][C.NG_EVAL_RELEVANCE] = json.dumps({"scoring_mode": "bogus"})

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from nexagauge.online.decode import PoisonMessage, decode_logs, decode_traces
-from nexagauge.online.extract import extract_cases, extract_cases_with_errors
+from nexagauge.online.ingest.decode import PoisonMessage, decode_logs, decode_traces
+from nexagauge.online.ingest.extract import extract_cases, extract_cases_with_errors
 from nexagauge.online.rekey import split_traces
 from nexagauge.sdk import conventions as C
 
@@ -171,7 +171,7 @@ def test_one_unreadable_span_costs_only_itself(bad: str) -> None:
     assert tid(3).hex() in r.detail and sid(3).hex() in r.detail
     assert batch.spans[0].service == "shop-bot"
     # the re-key stage's split keeps the good spans too
-    from nexagauge.online.decode import _parse
+    from nexagauge.online.ingest.decode import _parse
 
     req, rejected = _parse(raw, "otlp_proto", "traces", 8 << 20)
     assert sorted(split_traces(req)) == [tid(1), tid(2)] and len(rejected) == 1

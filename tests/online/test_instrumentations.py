@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from nexagauge.online.assembly import TraceBuffer
-from nexagauge.online.decode import decode_logs, decode_traces
-from nexagauge.online.extract import extract_cases
+from nexagauge.online.ingest.assembly import TraceBuffer
+from nexagauge.online.ingest.decode import decode_logs, decode_traces
+from nexagauge.online.ingest.extract import extract_cases
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

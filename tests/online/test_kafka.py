@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.dlq import HEADER_REASON, HEADER_SOURCE
+from nexagauge.online.delivery.dlq import HEADER_REASON, HEADER_SOURCE
 from nexagauge.online.service import OnlineService
 
 from .kafka_helpers import (

@@ -1,4 +1,4 @@
-"""The group-wide emitted-key store (nexagauge.online.markers) on a real broker (Tansu)."""
+"""The group-wide emitted-key store (nexagauge.online.delivery.markers) on a real broker (Tansu)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from nexagauge.emit.dedupe import key_hash
-from nexagauge.online.markers import EmittedKeys, Origin, primary_source
+from nexagauge.online.delivery.markers import EmittedKeys, Origin, primary_source
 from nexagauge.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from nexagauge.online.assembly import Trace
-from nexagauge.online.decode import PoisonMessage, decode_logs, decode_traces
-from nexagauge.online.extract import extract_cases_with_errors
-from nexagauge.online.roles import Role, assign
+from nexagauge.online.ingest.assembly import Trace
+from nexagauge.online.ingest.decode import PoisonMessage, decode_logs, decode_traces
+from nexagauge.online.ingest.extract import extract_cases_with_errors
+from nexagauge.online.ingest.roles import Role, assign
 from nexagauge.sdk import conventions as C
 
 from .otlp import chat_messages, kvs, sdk_turn, sid, span, tid, traces_request
@@ -206,7 +206,7 @@ def test_extraction_never_raises_and_good_spans_keep_their_cases(
 
 
 def _views(t: Trace) -> Any:
-    from nexagauge.online.extract import build_views
+    from nexagauge.online.ingest.extract import build_views
 
     return build_views(t)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from nexagauge.online.dlq import HEADER_DETAIL, HEADER_PAYLOAD, HEADER_SOURCE, DeadLetters
-from nexagauge.online.redact import (
+from nexagauge.online.delivery.dlq import HEADER_DETAIL, HEADER_PAYLOAD, HEADER_SOURCE, DeadLetters
+from nexagauge.online.delivery.redact import (
     MAX_TEXT,
     RedactingFilter,
     install_log_redaction,

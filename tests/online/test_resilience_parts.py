@@ -10,9 +10,9 @@ import time
 from prometheus_client import CollectorRegistry
 
 from nexagauge.emit.health import HealthMetrics
-from nexagauge.online.broker import BrokerMonitor, TopicSpec
-from nexagauge.online.lograte import RepeatFilter
-from nexagauge.online.shutdown import Deadline
+from nexagauge.online.delivery.broker import BrokerMonitor, TopicSpec
+from nexagauge.online.delivery.lograte import RepeatFilter
+from nexagauge.online.delivery.shutdown import Deadline
 from nexagauge.settings import KafkaSettings
 
 
@@ -115,7 +115,7 @@ async def test_a_poison_message_too_large_to_forward_is_referenced() -> None:
     import hashlib
     import json
 
-    from nexagauge.online.dlq import DeadLetters, dlq_value_limit
+    from nexagauge.online.delivery.dlq import DeadLetters, dlq_value_limit
 
     sent: list[dict[str, object]] = []
 

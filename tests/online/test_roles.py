@@ -1,4 +1,4 @@
-"""The span role table (nexagauge/online/roles.py), per vocabulary, with spans that look alike,
+"""The span role table (nexagauge/online/ingest/roles.py), per vocabulary, with spans that look alike,
 and what the roles do to cases: only answers become cases, retrieved documents are the context,
 retrievals never publish conversation turns (issue 13)."""
 
@@ -12,8 +12,8 @@ import pytest
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.extract import build_views, extract_cases
-from nexagauge.online.roles import Role, assign, classify
+from nexagauge.online.ingest.extract import build_views, extract_cases
+from nexagauge.online.ingest.roles import Role, assign, classify
 from nexagauge.online.stage import EvaluatorStage
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings

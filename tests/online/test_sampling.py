@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace.sampling import Decision as OtelDecision
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
-from nexagauge.online.sampling import Limiter, Sampler
+from nexagauge.online.ingest.sampling import Limiter, Sampler
 from nexagauge.settings import SamplingRule, SamplingSettings
 
 

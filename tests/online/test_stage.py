@@ -11,7 +11,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from nexagauge.graph.executor import CaseResult, NodeOutcome
 from nexagauge.graph.runtime import Runtime
-from nexagauge.online.dlq import HEADER_REASON, DeadLetters
+from nexagauge.online.delivery.dlq import HEADER_REASON, DeadLetters
 from nexagauge.online.stage import EvaluatorStage
 from nexagauge.settings import Settings
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 
 from nexagauge.demo.stack import EmbeddedBroker, ManagedProcess, free_port, tansu_bin
-from nexagauge.online.broker import TopicSpec
-from nexagauge.online.broker import create_topics as _create_topics
+from nexagauge.online.delivery.broker import TopicSpec
+from nexagauge.online.delivery.broker import create_topics as _create_topics
 from nexagauge.settings import KafkaSettings
 
 __all__ = ["TansuBroker", "TansuProxy", "create_topics", "free_port", "tansu_bin"]

@@ -1,0 +1,279 @@
+"""One span of a sampled trace, read in full: attributes, events, joined GenAI log records, and its
+input/output messages in whichever instrumentation's layout it was written.
+
+Readers, tried in order (the first that yields both an input and an output wins):
+
+1. OpenTelemetry GenAI: ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON strings or
+   structured OTLP arrays; parts layout or ``{role, content}``), ``gen_ai.system_instructions``;
+   the same attributes on a ``gen_ai.client.inference.operation.details`` log record/event.
+2. GenAI log events of the official OpenAI instrumentation joined by span id
+   (``gen_ai.system/user/assistant.message``, ``gen_ai.choice``).
+3. Legacy GenAI / OpenLLMetry LLM spans: ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``.
+4. OpenInference: ``llm.input_messages.N.*`` / ``llm.output_messages.N.*``, then
+   ``input.value`` / ``output.value`` (chat request/response JSON is understood).
+5. OpenLLMetry entities: ``traceloop.entity.input`` / ``traceloop.entity.output``.
+
+What *role* a span plays (answer, retrieval, other) is decided in :mod:`nexagauge.online.ingest.roles`,
+not here. Everything is decoded on first use: only sampled traces pay for it.
+
+Example:
+    >>> from nexagauge.online.ingest.decode import SpanRecord
+    >>> rec = SpanRecord(b"\\x01" * 16, b"\\x02" * 8, b"", "chat", 1, 2, False, "svc", {})
+    >>> SpanView(rec, []).io.output is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from nexagauge.online.ingest.content import (
+    Message,
+    content_text,
+    document_list,
+    document_text,
+    documents,
+    indexed,
+    message,
+    messages,
+    parse_json,
+    render,
+)
+from nexagauge.online.ingest.decode import LogRef, SpanRecord, any_value, attributes
+from nexagauge.sdk import conventions as C
+
+TRACELOOP_SESSION_ID = C.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + "session_id"
+
+
+@dataclass
+class Io:
+    """What a span says was asked and answered."""
+
+    input_messages: list[Message] = field(default_factory=list)
+    output: str | None = None
+    system: str | None = None
+
+
+def _split_system(msgs: list[Message]) -> tuple[list[Message], str | None]:
+    system = [t for r, t in msgs if r in ("system", "developer")]
+    rest = [(r, t) for r, t in msgs if r not in ("system", "developer")]
+    return rest, ("\n".join(system) if system else None)
+
+
+class SpanView:
+    """A span with its attributes, events and joined log records decoded on first use."""
+
+    def __init__(self, rec: SpanRecord, logs: list[LogRef]) -> None:
+        self.rec = rec
+        self.logs = sorted(logs, key=lambda r: r.time_ns)
+
+    @cached_property
+    def _span(self) -> Any:
+        return self.rec.parse()
+
+    @cached_property
+    def attrs(self) -> dict[str, Any]:
+        if self._span is None:
+            return dict(self.rec.marks)
+        return attributes(self._span.attributes)
+
+    @cached_property
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        if self._span is None:
+            return []
+        return [(e.name, attributes(e.attributes)) for e in self._span.events]
+
+    @cached_property
+    def _log_records(self) -> list[tuple[LogRef, Any]]:
+        """The joined log records, each parsed once."""
+        return [(log, log.parse()) for log in self.logs]
+
+    def text_attr(self, key: str) -> str | None:
+        """A string attribute (``None`` when absent or of another type, e.g. an array)."""
+        v = self.attrs.get(key)
+        return v if isinstance(v, str) else None
+
+    @cached_property
+    def has_db_query_results(self) -> bool:
+        return any(n == C.DB_QUERY_RESULT_EVENT for n, _ in self.events)
+
+    @cached_property
+    def entity_documents(self) -> list[Any] | None:
+        """The Traceloop entity output as a list of documents, when it is one."""
+        if C.TRACELOOP_ENTITY_OUTPUT not in self.attrs:
+            return None
+        return document_list(self.attrs[C.TRACELOOP_ENTITY_OUTPUT], C.TRACELOOP_ENTITY_OUTPUT)
+
+    def documents(self, *, entity_output: bool = False) -> list[str]:
+        """Retrieved document texts carried by this span (any convention); ``entity_output``
+        also reads a Traceloop task/tool output that is a list of documents."""
+        a = self.attrs
+        docs: list[str] = []
+        if C.GEN_AI_RETRIEVAL_DOCUMENTS in a:
+            docs += documents(a[C.GEN_AI_RETRIEVAL_DOCUMENTS], C.GEN_AI_RETRIEVAL_DOCUMENTS)
+        for d in indexed(a, C.OI_RETRIEVAL_DOCUMENTS_PREFIX).values():
+            t = d.get(C.OI_DOCUMENT_CONTENT)
+            if isinstance(t, str) and t.strip():
+                docs.append(t)
+        for name, ea in self.events:
+            if name == C.DB_QUERY_RESULT_EVENT:
+                t = ea.get(C.DB_QUERY_RESULT_DOCUMENT)
+                if isinstance(t, str) and t.strip():
+                    docs.append(t)
+        if entity_output and self.entity_documents:
+            docs += [t for t in map(document_text, self.entity_documents) if t is not None]
+        return docs
+
+    @cached_property
+    def model(self) -> str | None:
+        for k in (C.GEN_AI_RESPONSE_MODEL, C.GEN_AI_REQUEST_MODEL, C.OI_LLM_MODEL_NAME):
+            v = self.text_attr(k)
+            if v:
+                return v
+        return None
+
+    @cached_property
+    def conversation_id(self) -> str | None:
+        for k in (C.GEN_AI_CONVERSATION_ID, C.OI_SESSION_ID, TRACELOOP_SESSION_ID):
+            v = self.text_attr(k)
+            if v:
+                return v
+        return None
+
+    # -- messages ---------------------------------------------------------------------------
+    @cached_property
+    def io(self) -> Io:
+        a = self.attrs
+        for reader in (self._genai, self._logs, self._legacy, self._openinference, self._entity):
+            io = reader(a)
+            if io.output is not None and (io.input_messages or reader == self._entity):
+                break
+        else:
+            io = self._merge(a)
+        if io.output is not None and not io.output.strip():
+            io.output = None
+        return io
+
+    def _merge(self, a: Mapping[str, Any]) -> Io:
+        """No reader had both sides: take whatever each found."""
+        io = Io()
+        for reader in (self._genai, self._logs, self._legacy, self._openinference, self._entity):
+            r = reader(a)
+            io.input_messages = io.input_messages or r.input_messages
+            io.output = io.output if io.output is not None else r.output
+            io.system = io.system or r.system
+        return io
+
+    def _genai(self, a: Mapping[str, Any]) -> Io:
+        src: Mapping[str, Any] = a
+        if C.GEN_AI_OUTPUT_MESSAGES not in a:
+            for log, rec in self._log_records:
+                if log.event_name == C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS:
+                    src = attributes(rec.attributes) if rec is not None else {}
+                    break
+            else:
+                for name, ea in self.events:
+                    if name == C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS:
+                        src = ea
+                        break
+        io = Io()
+        ins = messages(src.get(C.GEN_AI_INPUT_MESSAGES), C.GEN_AI_INPUT_MESSAGES)
+        io.input_messages, io.system = _split_system(ins)
+        outs = messages(src.get(C.GEN_AI_OUTPUT_MESSAGES), C.GEN_AI_OUTPUT_MESSAGES)
+        replies = [t for r, t in outs if r != "user"]
+        io.output = replies[0] if replies else None
+        sys_value = parse_json(src.get(C.GEN_AI_SYSTEM_INSTRUCTIONS), C.GEN_AI_SYSTEM_INSTRUCTIONS)
+        sys_parts = content_text(sys_value)
+        if sys_parts:
+            io.system = sys_parts
+        return io
+
+    def _logs(self, a: Mapping[str, Any]) -> Io:
+        io = Io()
+        msgs: list[Message] = []
+        choices: list[tuple[int, str]] = []
+        for log, rec in self._log_records:
+            body = any_value(rec.body) if rec is not None else None
+            if log.event_name == C.EVENT_GEN_AI_CHOICE:
+                if isinstance(body, Mapping):
+                    m = message(body)
+                    idx = body.get("index", 0)
+                    if m:
+                        choices.append((idx if isinstance(idx, int) else 0, m[1]))
+                continue
+            role = log.event_name.removeprefix("gen_ai.").removesuffix(".message")
+            if role in ("system", "user", "assistant", "tool") and isinstance(body, Mapping):
+                t = content_text(body.get("content"))
+                if t:
+                    msgs.append((role, t))
+        io.input_messages, io.system = _split_system(msgs)
+        if choices:
+            io.output = min(choices, key=lambda c: c[0])[1]
+        return io
+
+    def _legacy(self, a: Mapping[str, Any]) -> Io:
+        io = Io()
+        prompts = indexed(a, C.LEGACY_GEN_AI_PROMPT_PREFIX)
+        msgs = [
+            (_role(p.get(C.LEGACY_ROLE_SUFFIX)), p[C.LEGACY_CONTENT_SUFFIX])
+            for p in prompts.values()
+            if isinstance(p.get(C.LEGACY_CONTENT_SUFFIX), str)
+        ]
+        io.input_messages, io.system = _split_system(msgs)
+        for c in indexed(a, C.LEGACY_GEN_AI_COMPLETION_PREFIX).values():
+            t = c.get(C.LEGACY_CONTENT_SUFFIX)
+            if isinstance(t, str):
+                io.output = t
+                break
+        return io
+
+    def _openinference(self, a: Mapping[str, Any]) -> Io:
+        io = Io()
+
+        def oi_msgs(prefix: str) -> list[Message]:
+            out: list[Message] = []
+            for m in indexed(a, prefix).values():
+                text = m.get(C.OI_MESSAGE_CONTENT)
+                if not isinstance(text, str):
+                    parts = indexed(m, C.OI_MESSAGE_CONTENTS_PREFIX)
+                    texts = [
+                        p[C.OI_MESSAGE_CONTENT_TEXT]
+                        for p in parts.values()
+                        if isinstance(p.get(C.OI_MESSAGE_CONTENT_TEXT), str)
+                    ]
+                    text = "".join(texts) if texts else None
+                if isinstance(text, str):
+                    out.append((_role(m.get(C.OI_MESSAGE_ROLE)), text))
+            return out
+
+        msgs = oi_msgs(C.OI_LLM_INPUT_MESSAGES_PREFIX)
+        outs = [t for r, t in oi_msgs(C.OI_LLM_OUTPUT_MESSAGES_PREFIX) if r != "user"]
+        if not msgs and C.OI_INPUT_VALUE in a:
+            v = parse_json(a[C.OI_INPUT_VALUE], C.OI_INPUT_VALUE)
+            if isinstance(v, Mapping) and isinstance(v.get("messages"), list):
+                msgs = messages(v["messages"])
+            else:
+                t = render(v, C.OI_INPUT_VALUE)
+                msgs = [("user", t)] if t else []
+        if not outs and C.OI_OUTPUT_VALUE in a:
+            t = render(a[C.OI_OUTPUT_VALUE], C.OI_OUTPUT_VALUE)
+            outs = [t] if t else []
+        io.input_messages, io.system = _split_system(msgs)
+        io.output = outs[0] if outs else None
+        return io
+
+    def _entity(self, a: Mapping[str, Any]) -> Io:
+        io = Io()
+        if C.TRACELOOP_ENTITY_INPUT in a:
+            t = render(a[C.TRACELOOP_ENTITY_INPUT], C.TRACELOOP_ENTITY_INPUT)
+            io.input_messages = [("user", t)] if t else []
+        if C.TRACELOOP_ENTITY_OUTPUT in a:
+            io.output = render(a[C.TRACELOOP_ENTITY_OUTPUT], C.TRACELOOP_ENTITY_OUTPUT)
+        return io
+
+
+def _role(v: Any) -> str:
+    return v.lower() if isinstance(v, str) and v else "user"
