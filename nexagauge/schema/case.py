@@ -40,6 +40,7 @@ from nexagauge.schema.knobs import (
 )
 from nexagauge.schema.rawvalue import RecordError, as_text, check_record, value_problem
 from nexagauge.schema.rubrics import RubricLibrary, select_rubrics
+from nexagauge.schema.tools import AgentRun
 
 #: names importable from here (the knob models live in :mod:`nexagauge.schema.knobs`, the
 #: record error in :mod:`nexagauge.schema.rawvalue`)
@@ -102,6 +103,9 @@ class EvalCase(BaseModel):
     input: str | None = None
     context: str | None = None
     context_documents: tuple[str, ...] = ()
+    #: one source label per context document (``doc:kb-7``, ``tool:lookup_order#call_1``);
+    #: empty when the documents carry no labels
+    context_sources: tuple[str, ...] = ()
     reference: str | None = None
     conversation: tuple[Turn, ...] = ()
     relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
@@ -112,6 +116,8 @@ class EvalCase(BaseModel):
     conversation_relevance: ConversationRelevanceConfig = Field(
         default_factory=ConversationRelevanceConfig
     )
+    #: the agent run around the answer (tool calls, declared tools, steps); ``None`` for no agent
+    agent: AgentRun | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     #: which knob blocks the record set explicitly (so reports can show user intent)
     explicit_blocks: tuple[str, ...] = ()
