@@ -16,9 +16,12 @@ VPY=.venv/bin/python
 "$VPY" -m pip install -q --disable-pip-version-check -e '.[embeddings,dev]'
 
 # Real components the integration tests run (Debian packages): Prometheus + promtool,
-# WordNet (METEOR synonyms), docker-compose (offline validation of docker-compose.yml).
+# WordNet (METEOR synonyms), docker-compose (offline validation of docker-compose.yml), headless
+# Chromium (the HTML report's browser tests drive it with playwright; playwright's own browser
+# download cannot work offline).
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
+command -v chromium-headless-shell >/dev/null || need+=(chromium-headless-shell)
 [ -d /usr/share/wordnet ] || need+=(wordnet-base)
 command -v docker-compose >/dev/null || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then

@@ -26,7 +26,16 @@ from types import ModuleType
 from typing import Any
 
 #: subcommand modules, in the order ``nexagauge --help`` lists them
-SUBCOMMANDS: tuple[str, ...] = ("run", "estimate", "cache", "nodes", "serve", "dlq", "demo")
+SUBCOMMANDS: tuple[str, ...] = (
+    "run",
+    "report",
+    "estimate",
+    "cache",
+    "nodes",
+    "serve",
+    "dlq",
+    "demo",
+)
 
 EXIT_OK = 0
 EXIT_FAILURES = 1

@@ -6,6 +6,9 @@ Writes, under ``--output-dir`` (default ``./nexagauge-out``):
   ``outcomes`` (per node: status, skip/error reason, cached flag, elapsed seconds);
 - ``summary.json`` / ``summary.csv``: per metric count, mean, median, min, max, pass rate, errors,
   skipped; per node status counts and skip reasons; totals and ``--fail-under`` checks;
+- ``report.html``: the single-file HTML report (``--report FILE`` elsewhere, ``--no-report``
+  none; ``--baseline PREV_DIR`` adds the comparison with an earlier run), see
+  :mod:`nexagauge.report`;
 - ``errors.jsonl``: one line per bad record (index, line, case id, field, reason), per node error,
   per warning (a number read as text) and per input error; bad records and warnings are also
   named on stderr (see :mod:`nexagauge.cli._sink`).
@@ -101,6 +104,14 @@ def add_parser(sub: Any) -> None:
     prog.add_argument("--no-progress", dest="progress", action="store_false")
     p.add_argument("--json", action="store_true", help="print summary.json to stdout, no table")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
+    rep = p.add_mutually_exclusive_group()
+    rep.add_argument(
+        "--report", metavar="FILE", help="write the HTML report here (default DIR/report.html)"
+    )
+    rep.add_argument("--no-report", action="store_true", help="do not write the HTML report")
+    p.add_argument(
+        "--baseline", metavar="PREV_DIR", help="compare with an earlier run's output directory"
+    )
 
 
 def parse_field_map(items: list[str] | None) -> dict[str, str]:
@@ -224,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency is not None and args.concurrency < 1:
         raise CliError("--concurrency must be >= 1")
     settings = load_cli_settings(args, max_cases_in_flight=args.concurrency)
+    check_report_args(args)
     plan_ = make_plan(args)
     reader = open_reader(args, field_map)
     return asyncio.run(_run(args, settings, plan_, reader, field_map, bounds))
@@ -335,6 +347,9 @@ async def _run(
         (out / "summary.csv").write_text(summary_csv(rows), encoding="utf-8")
     finally:
         await rt.aclose()
+    # a report that cannot be written is an error on stderr; the results and the exit status
+    # (already in summary.json) stand
+    report = write_run_report(args, out, settings)
 
     line = (
         f"{summary.cases} cases, {summary.failed_records} failed records, "
@@ -355,7 +370,37 @@ async def _run(
         print(f"FAIL --fail-under {c['metric']}={c['bound']}: {c['why']}", file=sys.stderr)
     if interrupted:
         print(f"nexagauge: interrupted after {summary.records} records", file=sys.stderr)
+    if report is not None and not args.quiet and not args.json:
+        print(f"report: {report}")
     return status
+
+
+def check_report_args(args: argparse.Namespace) -> None:
+    """``--baseline`` must name a results directory (checked before anything is evaluated)."""
+    base = getattr(args, "baseline", None)
+    if base is not None and not (Path(base) / "summary.json").is_file():
+        raise CliError(f"--baseline {base!r} is not an output directory of `nexagauge run`")
+    if base is not None and getattr(args, "no_report", False):
+        raise CliError("--baseline compares in the report: it cannot go with --no-report")
+
+
+def write_run_report(args: argparse.Namespace, out: Path, settings: Any) -> Path | None:
+    """The HTML report of this run (``--report FILE`` or ``DIR/report.html``); None when
+    ``--no-report`` or when it could not be written (said on stderr: the results stand)."""
+    from nexagauge.cli.report import write
+    from nexagauge.report.render import REPORT_NAME
+
+    if args.no_report:
+        (out / REPORT_NAME).unlink(missing_ok=True)  # a stale report of an earlier run
+        return None
+    try:
+        return write(out, args.report or out / REPORT_NAME, args.baseline, settings)
+    except CliError as e:
+        print(f"nexagauge: error: report not written: {e}", file=sys.stderr)
+    except Exception as e:  # the results are written: a report bug must not hide them
+        log.error("writing the report failed", exc_info=True)
+        print(f"nexagauge: error: report not written: {type(e).__name__}: {e}", file=sys.stderr)
+    return None
 
 
 def _print_table(
