@@ -31,6 +31,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 
+from nexagauge.text.sentences import MONTHS, sentence_cuts
 from nexagauge.text.tokens import count_tokens
 
 Span = tuple[int, int]
@@ -71,20 +72,8 @@ _ABBREVIATIONS = frozenset(
         "dept",
         "est",
         "al",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
     ]
-)
+).union(MONTHS)
 
 
 def _wide(c: str) -> bool:
@@ -139,19 +128,13 @@ def _is_abbreviation(text: str, s: int, term_start: int) -> bool:
 
 
 def _split_sentences(text: str, s: int, e: int) -> list[Span]:
-    cuts: list[Span] = []
-    for m in _SENTENCE_END.finditer(text, s, e):
+    def ends_sentence(m: re.Match[str]) -> bool:
         term = m.group("term")
-        ws_start, ws_end = m.span("ws")
-        if m.end() >= e:
-            break  # the end of the span is not a cut
-        cjk = term[0] in "\u3002\uff01\uff1f"
-        if not cjk and ws_start == ws_end:
-            continue  # "3.14", "example.com": no whitespace after the period
-        if term == "." and _is_abbreviation(text, s, m.start("term")):
-            continue
-        cuts.append((ws_start, ws_end))
-    return _pieces(text, s, e, cuts)
+        if term[0] not in "\u3002\uff01\uff1f" and not m.group("ws"):
+            return False  # "3.14", "example.com": no whitespace after the period
+        return not (term == "." and _is_abbreviation(text, s, m.start("term")))
+
+    return _pieces(text, s, e, sentence_cuts(text, s, e, _SENTENCE_END, ends_sentence))
 
 
 def _split_cjk(text: str, s: int, e: int) -> list[Span]:

@@ -28,9 +28,10 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Span", "sentences", "split_sentences"]
+__all__ = ["MONTHS", "Span", "sentence_cuts", "sentences", "split_sentences"]
 
 
 @dataclass(frozen=True)
@@ -110,22 +111,14 @@ _ALWAYS_ABBREV = {
     "mlle",
 }
 # Abbreviations that need a following number to be non-terminal ("No. 5", "Jan. 12").
-_NUMERIC_ABBREV = {
+#: Month abbreviations ("Jan. 5"): the sentence splitter and the chunker (:mod:`.segment`) share them.
+MONTHS = frozenset(
+    ["jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"]
+)
+_NUMERIC_ABBREV = MONTHS | {
     "no",
     "nos",
     "art",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
     "vol",
     "ch",
     "sec",
@@ -241,7 +234,7 @@ _LIST_MARKER = re.compile(
     re.VERBOSE | re.IGNORECASE,
 )
 _HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]+")
-_TERMINAL = re.compile(r"""([.!?…]+)(["'\u201d\u2019\u00bb)\]]*)(\s+)""")
+_TERMINAL = re.compile(r"""(?P<term>[.!?…]+)["'\u201d\u2019\u00bb)\]]*(?P<ws>\s+)""")
 _WORD_BEFORE = re.compile(r"([A-Za-z](?:[A-Za-z.]*[A-Za-z])?)$")
 _HAS_ALNUM = re.compile(r"\w")
 _WS = re.compile(r"\s+")
@@ -330,18 +323,45 @@ def split_sentences(text: str) -> list[Span]:
         ['Pi is approx. 3.14.', 'J. K. Rowling wrote it.']
     """
     spans: list[Span] = []
+
+    def ends_sentence(m: re.Match[str]) -> bool:
+        return _is_boundary(text, m.start("term"), m.group("term")[-1], m.end())
+
     for b0, b1 in _blocks(text):
         seg_start = b0
-        for m in _TERMINAL.finditer(text, b0, b1):
-            punct = m.group(1)
-            after = m.end()
-            if after >= b1:
-                break
-            if _is_boundary(text, m.start(1), punct[-1] if punct[-1] != "…" else "…", after):
-                _emit(text, seg_start, m.end(2), spans)
-                seg_start = after
+        for cut_start, cut_end in sentence_cuts(text, b0, b1, _TERMINAL, ends_sentence):
+            _emit(text, seg_start, cut_start, spans)
+            seg_start = cut_end
         _emit(text, seg_start, b1, spans)
     return spans
+
+
+def sentence_cuts(
+    text: str,
+    start: int,
+    end: int,
+    terminal: re.Pattern[str],
+    ends_sentence: Callable[[re.Match[str]], bool],
+) -> list[tuple[int, int]]:
+    """The one sentence-boundary loop: the whitespace between sentences of ``text[start:end]``.
+
+    ``terminal`` finds candidate ends (terminal punctuation with a named group ``ws`` for the
+    whitespace after it); ``ends_sentence`` decides each candidate (abbreviations, decimals...).
+    A candidate that reaches ``end`` is not a cut. :func:`split_sentences` and the chunker's
+    sentence level (:mod:`nexagauge.text.segment`) both cut here, each with its own policy.
+
+    Example:
+        >>> pat = re.compile(r"(?P<term>[.!?]+)(?P<ws>\\s+)")
+        >>> sentence_cuts("One. Two. Three.", 0, 16, pat, lambda m: True)
+        [(4, 5), (9, 10)]
+    """
+    cuts: list[tuple[int, int]] = []
+    for m in terminal.finditer(text, start, end):
+        if m.end() >= end:
+            break
+        if ends_sentence(m):
+            cuts.append(m.span("ws"))
+    return cuts
 
 
 def _emit(text: str, start: int, end: int, out: list[Span]) -> None:
