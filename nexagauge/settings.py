@@ -243,6 +243,22 @@ class OnlineSettings(_Section):
     #: repeated WARNING/ERROR log lines of one kind pass at most once per this many seconds
     #: (a broker outage otherwise floods the logs); 0 disables the limit
     log_repeat_interval_s: float = Field(default=10.0, ge=0)
+    #: deterministic agent signals (failed tool calls, loops, undeclared tools, steps, tool
+    #: latency; ``[agents]``) on every agent trace, sampled or not: they cost no judge call, but
+    #: every trace is then assembled and extracted (decode-time discard keeps every span)
+    agent_signals: bool = True
+
+
+class AgentSettings(_Section):
+    """Agent signals (docs/agents.md): what counts as a loop, and the bounded metric labels."""
+
+    #: a loop: the same tool called with the same arguments at least this many times in one run
+    loop_threshold: int = Field(default=3, ge=2)
+    #: distinct tool names kept as the ``tool`` label of the agent series (the first seen); the
+    #: rest are reported as "other"
+    top_tools: int = Field(default=20, ge=1)
+    #: distinct agent names kept as the ``agent`` label; the rest are reported as "other"
+    top_agents: int = Field(default=20, ge=1)
 
 
 LabelName = Literal["service", "span_name", "model"]
@@ -313,6 +329,7 @@ class Settings(BaseSettings):
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     online: OnlineSettings = Field(default_factory=OnlineSettings)
     emit: EmitSettings = Field(default_factory=EmitSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
     #: the evaluator's own judge rubrics (``[rubrics.geval.<name>]``, ``[rubrics.redteam.<name>]``),
     #: selected by name from records and spans (:mod:`nexagauge.schema.rubrics`)
     rubrics: RubricLibrary = Field(default_factory=RubricLibrary)

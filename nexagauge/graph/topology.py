@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 NodeKind = Literal["utility", "metric", "aggregate"]
-KNOWN_FIELDS = frozenset({"output", "input", "context", "reference", "geval", "conversation"})
+KNOWN_FIELDS = frozenset(
+    {"output", "input", "context", "reference", "geval", "conversation", "agent"}
+)
 
 
 class TopologyError(ValueError):

@@ -27,6 +27,7 @@ REGISTRY: dict[str, str] = {
     "refmatch": "nexagauge.nodes.refmatch:RefmatchNode",
     "refalign": "nexagauge.nodes.refalign:RefalignNode",
     "conversation_relevance": "nexagauge.nodes.conversation_relevance:ConversationRelevanceNode",
+    "agent_signals": "nexagauge.nodes.agent_signals:AgentSignalsNode",
     "eval": "nexagauge.nodes.eval:EvalNode",
     "report": "nexagauge.nodes.report:ReportNode",
 }

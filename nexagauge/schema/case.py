@@ -130,6 +130,8 @@ class EvalCase(BaseModel):
             return self.geval is not None
         if field == "conversation":
             return bool(self.conversation)
+        if field == "agent":
+            return self.agent is not None
         value = getattr(self, field, None)
         return isinstance(value, str) and value.strip() != ""
 
