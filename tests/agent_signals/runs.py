@@ -8,7 +8,7 @@ ORDER = '{"order_id": "A-1042"}'
 
 
 def call(name: str, cid: str, args: str | None = ORDER, **kw: object) -> ToolCall:
-    return ToolCall(name=name, call_id=cid, arguments=args, **kw)  # type: ignore[arg-type]
+    return ToolCall(name=name, call_id=cid, arguments=args, **kw)
 
 
 DECLARED = ("lookup_order", "lookup_policy")
@@ -24,7 +24,9 @@ FAILING = AgentRun(
     declared_tools=DECLARED,
     llm_steps=2,
     tool_calls=(
-        call("lookup_order", "c1", error="TimeoutError: order service A-1042 slow", duration_ms=900),
+        call(
+            "lookup_order", "c1", error="TimeoutError: order service A-1042 slow", duration_ms=900
+        ),
     ),
 )
 LOOPING = AgentRun(

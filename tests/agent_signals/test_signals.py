@@ -94,4 +94,4 @@ def test_eval_plan_includes_signals_without_changing_pass_rates() -> None:
     summary = res.outcomes["eval"].output
     assert res.outcomes["agent_signals"].status == "ok"
     assert summary.metrics == []  # type: ignore[union-attr]
-    assert DECLARED == UNDECLARED.declared_tools
+    assert UNDECLARED.declared_tools == DECLARED
