@@ -30,11 +30,12 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._errors import internal_error
+from nexagauge.sdk.pii_rules import PII_RULES
 from nexagauge.sdk.scrub_gates import (
     B64_TABLE,
     CLASS_TABLE,
@@ -51,7 +52,7 @@ from nexagauge.sdk.scrub_gates import (
     long_runs,
     may_follow_key,
 )
-from nexagauge.sdk.secret_rules import PII_RULES, SECRET_RULES, ScrubHook, ScrubRule
+from nexagauge.sdk.secret_rules import SECRET_RULES, ScrubHook, ScrubRule
 
 __all__ = [
     "CLEAN",
@@ -62,6 +63,7 @@ __all__ = [
     "PLAIN",
     "SECRET_RULES",
     "CleanMemo",
+    "Label",
     "ScrubHook",
     "ScrubRule",
     "Scrubber",
@@ -69,6 +71,8 @@ __all__ = [
     "scrub_text",
 ]
 
+#: ``label(rule name, matched value) -> placeholder`` (:meth:`Scrubber.relabel`)
+Label = Callable[[str, str], str]
 _V_GROUP = re.compile(r"\(\?P<v>")
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
@@ -416,11 +420,31 @@ class Scrubber:
             out.append(rule)
         return out
 
-    def _apply_rules(self, text: str, raw: bytes) -> tuple[str, list[str]] | None:
+    def relabel(self, text: str, label: Label) -> str:
+        """``text`` with the rules applied (no hook, no marks), each matched value replaced by
+        ``label(rule name, value)``: the evaluator's case scrubber gives one value one numbered
+        placeholder throughout a case (:mod:`nexagauge.schema.scrub`).
+
+        Example::
+
+            >>> Scrubber().relabel("key sk-abcdefghijklmnop1234", lambda r, v: f"<{r}:{len(v)}>")
+            'key <api_key:23>'
+        """
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+            raw = text.encode("utf-8")
+        hits = self._apply_rules(text, raw, label) if self._rules else None
+        return text if hits is None else hits[0]
+
+    def _apply_rules(
+        self, text: str, raw: bytes, label: Label | None = None
+    ) -> tuple[str, list[str]] | None:
         names: list[str] = []
         for rule in self._candidates(raw):
             hit: list[bool] = []
-            new = rule.regex.sub(lambda m, r=rule, h=hit: _replace(m, r, h), text)  # type: ignore[misc]
+            new = rule.regex.sub(lambda m, r=rule, h=hit: _replace(m, r, h, label), text)  # type: ignore[misc]
             if hit:
                 text = new
                 if rule.name not in names:
@@ -448,12 +472,11 @@ def scrub_text(text: str, *, pii: bool = False) -> str:
     return scrubber.scrub("text", text)[0]
 
 
-def _replace(m: re.Match[str], rule: _Compiled, hit: list[bool]) -> str:
+def _replace(m: re.Match[str], rule: _Compiled, hit: list[bool], label: Label | None) -> str:
     whole = m.group(0)
     if rule.check is not None and not rule.check(whole):
         return whole
     hit.append(True)
-    replacement = C.SCRUBBED_REPLACEMENT_TEMPLATE.format(rule=rule.name)
     base = m.start()
     for vname in rule.vnames:
         start, end = m.span(vname)
@@ -461,5 +484,11 @@ def _replace(m: re.Match[str], rule: _Compiled, hit: list[bool]) -> str:
             if whole.startswith("[scrubbed:", start - base):  # already scrubbed (by key)
                 hit.pop()
                 return whole
-            return whole[: start - base] + replacement + whole[end - base :]
-    return replacement
+            value = whole[start - base : end - base]
+            new = label(rule.name, value) if label else _template(rule.name)
+            return whole[: start - base] + new + whole[end - base :]
+    return label(rule.name, whole) if label else _template(rule.name)
+
+
+def _template(rule: str) -> str:
+    return C.SCRUBBED_REPLACEMENT_TEMPLATE.format(rule=rule)

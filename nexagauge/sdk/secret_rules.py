@@ -65,7 +65,8 @@ class ScrubRule:
     run_prefixes: tuple[str, ...] | None = None
 
 
-def _luhn_ok(text: str) -> bool:
+def luhn_ok(text: str) -> bool:
+    """The Luhn checksum of the digits of ``text`` (13 to 19 of them), as payment cards carry."""
     digits = [int(c) for c in text if c.isdigit()]
     if not 13 <= len(digits) <= 19:
         return False
@@ -220,14 +221,4 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
         separators=":=",
         keys=("secret", "key", "token", "credential", "credentials", "sig"),
     ),
-)
-
-#: Personal data, scrubbed only with ``configure(scrub_pii=True)``.
-PII_RULES: tuple[ScrubRule, ...] = (
-    ScrubRule(
-        "email",
-        r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b",
-        separators="@",
-    ),
-    ScrubRule("card_number", r"\b(?:\d[ \-]?){12,18}\d\b", check=_luhn_ok, min_digits=13),
 )
