@@ -65,3 +65,23 @@ BROKER_UP = f"{PREFIX}_broker_up"
 BROKER_CONTACT_AGE = f"{PREFIX}_broker_contact_age_seconds"
 #: counter of the evaluator's own topics re-created after they vanished; labels: topic
 TOPICS_RECREATED = f"{PREFIX}_topics_recreated_total"
+
+# Agents (deterministic signals of every agent run, nexagauge.nodes.agent_signals) -------------
+#: counter of agent runs; labels: agent, definitions (recorded|not_recorded: whether the run's
+#: tool definitions were in the trace, i.e. whether undeclared tools could be checked)
+AGENT_RUNS = f"{PREFIX}_agent_runs_total"
+#: counter of tool calls; labels: agent, tool, outcome (ok|failed)
+AGENT_TOOL_CALLS = f"{PREFIX}_agent_tool_calls_total"
+#: counter of loops (one per tool + arguments repeated >= agents.loop_threshold times in a run);
+#: labels: agent, tool
+AGENT_LOOPS = f"{PREFIX}_agent_loops_total"
+#: counter of calls to tools not in the run's declared definitions; labels: agent, tool
+AGENT_UNDECLARED_TOOL_CALLS = f"{PREFIX}_agent_undeclared_tool_calls_total"
+#: histogram of steps per run; labels: agent, kind (llm|tool)
+AGENT_STEPS = f"{PREFIX}_agent_steps"
+AGENT_STEPS_BUCKETS = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 50.0)
+#: histogram of tool call durations (seconds); labels: agent, tool
+AGENT_TOOL_LATENCY = f"{PREFIX}_agent_tool_latency_seconds"
+AGENT_TOOL_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: histogram of the grounding score of answers whose context holds a tool result; labels: agent
+AGENT_GROUNDING = f"{PREFIX}_agent_grounding_score"

@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from nexagauge.emit import metric_names as N
+from nexagauge.emit.agent_metrics import AgentMetrics
 from nexagauge.emit.health import HealthMetrics
 from nexagauge.emit.labels import (
     DIMENSIONS,
@@ -123,6 +124,8 @@ class EvaluatorMetrics:
         r = self.registry
         #: dependency health: judge circuit breaker, broker contact (nexagauge.emit.health)
         self.health = HealthMetrics(r)
+        #: agent signals (nexagauge.emit.agent_metrics), counted by Emitter.emit_signals
+        self.agents = AgentMetrics(r)
         dims = list(DIMENSIONS)
 
         # scores
