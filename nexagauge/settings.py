@@ -124,6 +124,10 @@ class RunSettings(_Section):
     #: pass/fail threshold per metric name (a score >= threshold passes)
     default_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     thresholds: dict[str, float] = Field(default_factory=dict)
+    #: scrub each case after parsing, before any judge, cache or output sees it: secrets (the
+    #: SDK's rules) and, with ``scrub_pii``, personal data (nexagauge/schema/scrub.py, docs/cli.md)
+    scrub: bool = True
+    scrub_pii: bool = False
 
 
 class KafkaSettings(_Section):
@@ -243,6 +247,11 @@ class OnlineSettings(_Section):
     #: repeated WARNING/ERROR log lines of one kind pass at most once per this many seconds
     #: (a broker outage otherwise floods the logs); 0 disables the limit
     log_repeat_interval_s: float = Field(default=10.0, ge=0)
+    #: scrub each case as it is extracted from a trace, before sampling, judge, cache key, dead
+    #: letter, turns topic and changelog: secrets (the SDK's rules) and, with ``scrub_pii``,
+    #: personal data; log lines follow ``scrub_pii`` too (nexagauge/schema/scrub.py, docs/online.md)
+    scrub: bool = True
+    scrub_pii: bool = False
     #: deterministic agent signals (failed tool calls, loops, undeclared tools, steps, tool
     #: latency; ``[agents]``) on every agent trace, sampled or not: they cost no judge call, but
     #: every trace is then assembled and extracted (decode-time discard keeps every span)
