@@ -20,6 +20,7 @@ import ast
 import json
 import re
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -151,6 +152,30 @@ def _details(nodes: Any) -> list[DetailView]:
     return out
 
 
+def _meta_model(nodes: Any) -> str | None:
+    """The judge model a metric names in its ``meta`` (the LLM judge's case files carry no
+    ``judge_model``; its metrics do)."""
+    for rep in _dict(nodes).values():
+        for m in _dict(_dict(rep).get("output")).get("metrics") or []:
+            model = _str(_dict(_dict(m).get("meta")).get("model"))
+            if model:
+                return model
+    return None
+
+
+def _when(iso: str | None) -> str | None:
+    """``2026-11-28T16:42:27.285800+00:00`` -> ``2026-11-28 16:42:27 UTC`` (as is if not ISO)."""
+    if iso is None:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if t.utcoffset() is not None:
+        return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return t.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _case(doc: dict[str, Any], key: str) -> CaseView:
     scores = _dict(doc.get("scores"))
     passed = _dict(doc.get("passed"))
@@ -180,7 +205,7 @@ def _case(doc: dict[str, Any], key: str) -> CaseView:
         details=tuple(_details(doc.get("nodes"))),
         notes=tuple(notes),
         warnings=tuple(str(w) for w in doc.get("warnings") or []),
-        judge_model=_str(doc.get("judge_model")),
+        judge_model=_str(doc.get("judge_model")) or _meta_model(doc.get("nodes")),
         cost=_num(cost.get("cost")) or 0.0,
     )
 
@@ -282,7 +307,7 @@ def load_run(directory: str | Path, redactor: Redactor) -> RunView:
         target=str(s.get("target") or ""),
         # the file name only: a full path can name a user's home or a CI workspace
         input_name=PurePath(str(s.get("input") or "")).name,
-        started_at=_str(s.get("started_at")),
+        started_at=_when(_str(s.get("started_at"))),
         duration_s=_num(s.get("duration_s")),
         judge=_str(s.get("judge")),
         judge_models=tuple(models),
