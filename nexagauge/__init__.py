@@ -33,6 +33,7 @@ from nexagauge.sdk import (
     session,
     set_eval_knobs,
     shutdown,
+    tool,
     trace,
 )
 
@@ -114,5 +115,6 @@ __all__ = [
     "session",
     "set_eval_knobs",
     "shutdown",
+    "tool",
     "trace",
 ]

@@ -1,7 +1,7 @@
 """The nexa-gauge SDK: instrument an LLM app so the online evaluator can score it from its traces.
 
 Public API (re-exported by ``nexagauge``): :func:`configure`, :func:`trace`, :func:`retriever`,
-:func:`add_context`, :class:`session`, :func:`set_eval_knobs`, :func:`mark_turn_end`,
+:func:`tool`, :func:`add_context`, :class:`session`, :func:`set_eval_knobs`, :func:`mark_turn_end`,
 :func:`force_flush`, :func:`shutdown`. Attribute names: :mod:`nexagauge.sdk.conventions`.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from nexagauge.sdk._version import SDK_VERSION
 from nexagauge.sdk.config import configure, force_flush, shutdown
 from nexagauge.sdk.scrubbing import ScrubRule
+from nexagauge.sdk.tool import tool
 from nexagauge.sdk.tracing import (
     add_context,
     current_session,
@@ -36,5 +37,6 @@ __all__ = [
     "session",
     "set_eval_knobs",
     "shutdown",
+    "tool",
     "trace",
 ]

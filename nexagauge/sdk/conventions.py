@@ -65,6 +65,17 @@ GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 #: Tool name (for ``execute_tool`` spans).
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+#: Id of one tool call (the model's ``tool_call`` id; on ``execute_tool`` spans).
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+#: Arguments of one tool call (JSON text; on ``execute_tool`` spans).
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+#: Result of one tool call (opt-in in the conventions; absent when the call failed).
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+#: JSON array of the tool definitions available to an agent or model
+#: (``[{"type": "function", "name": ...}]`` or the OpenAI ``{"function": {"name": ...}}`` shape).
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+#: Tool type (``function``, ``extension``, ``datastore``).
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
 #: Prefix of all token-usage attributes.
 GEN_AI_USAGE_PREFIX: Final = "gen_ai.usage."
 #: Input (prompt) tokens used (int).
@@ -223,6 +234,31 @@ NG_EVALUATION_INPUT_TOKENS: Final = "nexagauge.evaluation.input_tokens"
 NG_EVALUATION_OUTPUT_TOKENS: Final = "nexagauge.evaluation.output_tokens"
 #: Evaluation status: ``ok`` or ``failed``.
 NG_EVALUATION_STATUS: Final = "nexagauge.evaluation.status"
+#: Agent signals on the evaluation span (nexagauge.nodes.agent_signals): prefix of
+#: ``tool_calls``, ``llm_steps``, ``failed_tool_calls``, ``loops``, ``undeclared_tool_calls``
+#: and ``tool_definitions`` (``recorded`` / ``not_recorded``).
+NG_EVALUATION_AGENT_PREFIX: Final = "nexagauge.evaluation.agent."
+#: ``gen_ai.evaluation.name`` of an agent signal record (one per signal and agent run, in the
+#: agent span's context): the run's tool calls (score value = how many).
+AGENT_SIGNAL_TOOL_CALLS: Final = "agent.tool_calls"
+#: Agent signal record: the run's LLM calls (score value = how many).
+AGENT_SIGNAL_LLM_STEPS: Final = "agent.llm_steps"
+#: Agent signal record: failed tool calls (score value = how many; label ``pass``/``fail``).
+AGENT_SIGNAL_TOOL_FAILURES: Final = "agent.tool_failures"
+#: Agent signal record: loops, a tool called with the same arguments >= the loop threshold
+#: times (score value = how many loops; label ``pass``/``fail``).
+AGENT_SIGNAL_LOOPS: Final = "agent.loops"
+#: Agent signal record: calls to tools not in the declared definitions (score value = how
+#: many; label ``pass``/``fail``, or ``not_recorded`` without a score when no definitions were
+#: recorded).
+AGENT_SIGNAL_UNDECLARED_TOOLS: Final = "agent.undeclared_tools"
+#: Agent signal record: the slowest tool call (score value = its seconds).
+AGENT_SIGNAL_TOOL_LATENCY: Final = "agent.tool_latency"
+#: ``gen_ai.evaluation.score.label`` of ``agent.undeclared_tools`` when the trace recorded no
+#: tool definitions (undeclared tools cannot be told apart: neither pass nor fail).
+AGENT_DEFINITIONS_NOT_RECORDED: Final = "not_recorded"
+#: Tool description (``execute_tool`` spans written by ``@nexagauge.tool``).
+GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
 
 # == Section: (c) Third-party instrumentations read by the online evaluator
 #: OpenInference: input of the span (text or JSON, see ``input.mime_type``).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 from opentelemetry import context as otel_context
@@ -147,6 +147,7 @@ def trace(
     grounding: Mapping[str, Any] | None = None,
     geval: Mapping[str, Any] | None = None,
     redteam: Mapping[str, Any] | None = None,
+    tools: Iterable[Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -166,6 +167,7 @@ def trace(
     grounding: Mapping[str, Any] | None = None,
     geval: Mapping[str, Any] | None = None,
     redteam: Mapping[str, Any] | None = None,
+    tools: Iterable[Any] | None = None,
 ) -> Any:
     """Trace a function, method, coroutine function, generator or async generator.
 
@@ -182,6 +184,9 @@ def trace(
         attributes: extra static span attributes (e.g. ``{"gen_ai.request.model": "gpt-4o"}``).
         relevance, grounding, geval, redteam: evaluation knob blocks of the data schema, validated
             now and recorded as ``nexagauge.eval.<block>`` JSON on every call.
+        tools: the tools an agent may call (``@nexagauge.tool`` functions, names or definitions),
+            recorded as ``gen_ai.tool.definitions`` (:func:`nexagauge.sdk.tool.tool_definitions`)
+            so the evaluator can tell calls to undeclared tools.
 
     Example::
 
@@ -192,6 +197,10 @@ def trace(
         async def chat(messages: list[dict]) -> AsyncIterator[str]: ...
     """
     knobs = knob_blocks(relevance, grounding, geval, redteam)
+    if tools is not None:
+        from nexagauge.sdk.tool import tool_definitions  # the tool module builds on trace
+
+        attributes = {**(attributes or {}), C.GEN_AI_TOOL_DEFINITIONS: tool_definitions(tools)}
 
     def decorate(fn: Any) -> Any:
         if isinstance(fn, (classmethod, staticmethod)):
