@@ -8,6 +8,9 @@
 * :mod:`~nexagauge.emit.spans` - :class:`EvaluationSpanWriter` (child span per evaluated span);
 * :mod:`~nexagauge.emit.events` - ``gen_ai.evaluation.result`` log events in the evaluated
   span's context;
+* :mod:`~nexagauge.emit.attributes` - the ``gen_ai.evaluation.result`` attributes (one builder
+  for log events and span events); :mod:`~nexagauge.emit.otlp` - what both writers share
+  (exporters, resource, parent context, export counting, lifecycle);
 * :mod:`~nexagauge.emit.labels` / :mod:`~nexagauge.emit.zero` - bounded label values, and known
   label sets created at zero (no "No data" panels);
 * :mod:`~nexagauge.emit.http` - ``/metrics``, ``/healthz``, ``/readyz``;

@@ -44,13 +44,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict, Unpack
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
@@ -60,18 +57,24 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from nexagauge.emit.attributes import bounded
 from nexagauge.emit.confirm import ConfirmingSpanProcessor, confirm_inline, confirm_next_end
-from nexagauge.emit.events import EvaluationEventWriter, bounded, result_attributes
-from nexagauge.emit.otlp import otlp_args
-from nexagauge.emit.target import TRACE_FLAG_SAMPLED, EvaluationTarget
+from nexagauge.emit.events import EvaluationEventWriter
+from nexagauge.emit.otlp import (
+    INSTRUMENTATION_SCOPE,
+    CountingExporter,
+    ExportingWriter,
+    WriterSettings,
+    counted_export,
+    evaluated_context,
+    otlp_exporter,
+)
+from nexagauge.emit.target import EvaluationTarget
 from nexagauge.emit.view import EvaluationView, MetricView
 from nexagauge.sdk import conventions as C
 
-log = logging.getLogger(__name__)
-
-INSTRUMENTATION_SCOPE = "nexagauge.emit"
 __all__ = ["EvaluationSpanWriter", "bounded", "build_exporter", "evaluation_span_id"]
 
 _forced_span_id: contextvars.ContextVar[int | None] = contextvars.ContextVar(
@@ -109,54 +112,39 @@ def build_exporter(emit: Any) -> SpanExporter:
     ``otlp_endpoint=None`` leaves the endpoint to the standard ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
     / ``OTEL_EXPORTER_OTLP_ENDPOINT`` variables (then the OTLP default, localhost:4317 / :4318).
     """
-    grpc, endpoint, kwargs = otlp_args(emit, "/v1/traces")
-    if grpc:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
-        )
+    exporter: SpanExporter = otlp_exporter(emit, "/v1/traces")
+    return exporter
 
-        return GrpcExporter(endpoint=endpoint, **kwargs)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpExporter,
-    )
 
-    return HttpExporter(endpoint=endpoint, **kwargs)
+class WriteOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`EvaluationSpanWriter.write` (and ``export``)."""
+
+    start_ns: int | None
+    end_ns: int | None
+    judge_model: str | None
 
 
 class SpanExportError(RuntimeError):
     """The exporter did not confirm an evaluation span (the evaluation is not durable)."""
 
 
-class _CountingExporter(SpanExporter):
-    """Wraps the real exporter to report each batch's outcome to the writer's ``on_export`` hook."""
-
-    def __init__(self, inner: SpanExporter, writer: EvaluationSpanWriter) -> None:
-        self.inner = inner
-        self.writer = writer
+class _CountingExporter(CountingExporter, SpanExporter):
+    """Wraps the real exporter to report each batch's outcome to the writer's ``on_export`` hook
+    (and, for synchronous processors, to the span's confirmation)."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self.inner.export(spans)
-        except Exception:
-            log.exception("evaluation span export raised")
-            result = SpanExportResult.FAILURE
-        confirm_inline(result == SpanExportResult.SUCCESS)  # synchronous processors only
-        hook = self.writer.on_export
-        if hook is not None:
-            try:
-                hook("exported" if result == SpanExportResult.SUCCESS else "failed", len(spans))
-            except Exception:
-                log.exception("on_export hook failed")
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+        return counted_export(
+            lambda: self.inner.export(spans),
+            SpanExportResult.SUCCESS,
+            SpanExportResult.FAILURE,
+            len(spans),
+            self.writer.on_export,
+            "evaluation span",
+            then=confirm_inline,
+        )
 
 
-class EvaluationSpanWriter:
+class EvaluationSpanWriter(ExportingWriter[InMemorySpanExporter]):
     """Writes one evaluation span per evaluated span (see module docstring).
 
     Args:
@@ -171,29 +159,23 @@ class EvaluationSpanWriter:
         span_events: add the results as span events of the evaluation span instead.
     """
 
+    MEMORY = InMemorySpanExporter
+
     def __init__(
         self,
         exporter: SpanExporter | None,
         *,
-        service_name: str = "nexagauge-evaluator",
         batch: bool = True,
-        max_explanation_chars: int = 1000,
-        include_explanation: bool = True,
-        resource_attributes: Mapping[str, str] | None = None,
         events: EvaluationEventWriter | None = None,
         span_events: bool = False,
+        **settings: Unpack[WriterSettings],
     ) -> None:
-        self.exporter = exporter
+        super().__init__(exporter, **settings)
         self.events = events
+        self.followers = (events,) if events is not None else ()
         self.span_events = span_events
-        #: called with ("exported" | "failed", number of spans) after each export attempt, from
-        #: the export thread; the Emitter points it at ``EvaluatorMetrics.evaluation_spans_exported``
-        self.on_export: Callable[[str, int], None] | None = None
-        self.max_explanation_chars = max_explanation_chars
-        self.include_explanation = include_explanation
-        resource = Resource.create({**(resource_attributes or {}), SERVICE_NAME: service_name})
         self.provider = TracerProvider(
-            resource=resource, sampler=ALWAYS_ON, id_generator=_EvaluationIdGenerator()
+            resource=self.resource, sampler=ALWAYS_ON, id_generator=_EvaluationIdGenerator()
         )
         self.processor: SpanProcessor | None = None
         if exporter is not None:
@@ -203,21 +185,12 @@ class EvaluationSpanWriter:
             )
             self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer(INSTRUMENTATION_SCOPE)
-        self._closed = False
-
-    @property
-    def memory(self) -> InMemorySpanExporter:
-        """The in-memory exporter (only for writers made by :meth:`in_memory`)."""
-        if not isinstance(self.exporter, InMemorySpanExporter):
-            raise TypeError("this writer does not export to memory")
-        return self.exporter
 
     @classmethod
     def in_memory(cls, **kwargs: Any) -> EvaluationSpanWriter:
         """A writer that keeps finished spans in memory (``writer.memory.get_finished_spans()``)
         and, unless ``span_events=True`` or ``events`` is given, the result events too
         (``writer.events.memory.get_finished_logs()``)."""
-        kwargs.setdefault("batch", False)
         if not kwargs.get("span_events") and "events" not in kwargs:
             kwargs["events"] = EvaluationEventWriter.in_memory(
                 **{
@@ -226,27 +199,19 @@ class EvaluationSpanWriter:
                     if k in kwargs
                 }
             )
-        return cls(InMemorySpanExporter(), **kwargs)
+        return super().in_memory(**kwargs)
 
     @classmethod
     def from_settings(cls, emit: Any) -> EvaluationSpanWriter:
         """Build from ``EmitSettings``: ``span_exporter`` = ``otlp`` | ``memory`` | ``none``;
         ``result_events`` = ``logs`` (an event writer exporting the same way) | ``span_events``
         | ``none``."""
-        kind = getattr(emit, "span_exporter", "otlp")
-        results = getattr(emit, "result_events", "logs")
-        common: dict[str, Any] = {
-            "service_name": getattr(emit, "service_name", "nexagauge-evaluator"),
-            "max_explanation_chars": getattr(emit, "max_explanation_chars", 1000),
-            "include_explanation": getattr(emit, "include_explanation", True),
-            "events": EvaluationEventWriter.from_settings(emit),
-            "span_events": results == "span_events",
-        }
-        if kind == "none":
-            return cls(None, **common)
-        if kind == "memory":
-            return cls.in_memory(**common)
-        return cls(build_exporter(emit), **common)
+        return cls._per_settings(
+            emit,
+            build_exporter,
+            events=EvaluationEventWriter.from_settings(emit),
+            span_events=getattr(emit, "result_events", "logs") == "span_events",
+        )
 
     # -- writing --------------------------------------------------------------------------------
     def write(
@@ -262,19 +227,12 @@ class EvaluationSpanWriter:
 
         Non-blocking with the batch processor (the span is queued for the export thread).
         """
-        if self._closed:
-            raise RuntimeError("EvaluationSpanWriter is shut down")
+        self._check_open()
         end = end_ns if end_ns is not None else time.time_ns()
         start = start_ns if start_ns is not None else end - int(view.elapsed_s * 1e9)
         start = min(start, end)
         sid = evaluation_span_id(target.trace_id, target.span_id, target.config_fingerprint)
-        parent = SpanContext(
-            trace_id=target.trace_id_int,
-            span_id=target.span_id_int,
-            is_remote=True,
-            trace_flags=TraceFlags(target.trace_flags | TRACE_FLAG_SAMPLED),
-        )
-        ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+        ctx = evaluated_context(target)
         token = _forced_span_id.set(sid)
         try:
             span = self.tracer.start_span(
@@ -287,12 +245,9 @@ class EvaluationSpanWriter:
         finally:
             _forced_span_id.reset(token)
         for m in view.metrics if self.span_events else ():
-            attrs = result_attributes(
-                m,
-                include_explanation=self.include_explanation,
-                max_chars=self.max_explanation_chars,
+            span.add_event(
+                C.GEN_AI_EVALUATION_RESULT_EVENT, self.result_attributes(m), timestamp=end
             )
-            span.add_event(C.GEN_AI_EVALUATION_RESULT_EVENT, attrs, timestamp=end)
         if view.status == "failed":
             if view.case_error is not None:
                 span.set_attribute(C.ERROR_TYPE, "RecordError")
@@ -320,13 +275,7 @@ class EvaluationSpanWriter:
         return self.events.write(target, metrics, at_ns=at_ns)
 
     async def export(
-        self,
-        target: EvaluationTarget,
-        view: EvaluationView,
-        *,
-        start_ns: int | None = None,
-        end_ns: int | None = None,
-        judge_model: str | None = None,
+        self, target: EvaluationTarget, view: EvaluationView, **options: Unpack[WriteOptions]
     ) -> str:
         """:meth:`write`, then wait (off the loop) until the span's export is confirmed.
 
@@ -334,9 +283,7 @@ class EvaluationSpanWriter:
         retries). Without an exporter (``span_exporter = "none"``) returns after ``write``.
         """
         with confirm_next_end() as done:
-            sid = self.write(
-                target, view, start_ns=start_ns, end_ns=end_ns, judge_model=judge_model
-            )
+            sid = self.write(target, view, **options)
         if self.processor is not None and not await asyncio.wrap_future(done):
             raise SpanExportError(f"evaluation span {sid} of {target.case_id} not exported")
         return sid
@@ -371,28 +318,3 @@ class EvaluationSpanWriter:
                 sk.text, self.max_explanation_chars
             )
         return a
-
-    # -- lifecycle ------------------------------------------------------------------------------
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export every queued span and result event now (blocking; call from a thread in async
-        code)."""
-        ok = self.provider.force_flush(timeout_millis)
-        if self.events is not None:
-            ok = self.events.force_flush(timeout_millis) and ok
-        return ok
-
-    def shutdown(self) -> None:
-        """Flush and stop the export thread (blocking). Idempotent."""
-        if not self._closed:
-            self._closed = True
-            self.provider.shutdown()
-            if self.events is not None:
-                self.events.shutdown()
-
-    async def aflush(self, timeout_millis: int = 30_000) -> bool:
-        """:meth:`force_flush` off the event loop."""
-        return await asyncio.to_thread(self.force_flush, timeout_millis)
-
-    async def aclose(self) -> None:
-        """:meth:`shutdown` off the event loop."""
-        await asyncio.to_thread(self.shutdown)
