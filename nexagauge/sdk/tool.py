@@ -208,14 +208,13 @@ def tool(
 
             inner = run
         traced = trace(
-            functools.wraps(fn)(inner),
             name=span_name,
             operation=C.OPERATION_EXECUTE_TOOL,
             context_arg=False,
             capture_input=capture_arguments,
             capture_output=capture_result,
             attributes=static,
-        )
+        )(functools.wraps(fn)(inner))
         definition: dict[str, Any] = {"type": "function", "name": tool_name}
         if description:
             definition["description"] = description
