@@ -1,5 +1,5 @@
 // nexa-gauge report: search, "failing only" / "regressed only" filters, sortable changes.
-// Reads the page with textContent and toggles `hidden`; never writes markup (no innerHTML).
+// Reads the page with textContent and toggles `hidden`; never writes markup from strings.
 (function () {
   "use strict";
   var cases = Array.prototype.slice.call(document.querySelectorAll("details.case"));
