@@ -15,9 +15,77 @@ Example:
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["AgentRun", "ToolCall", "doc_label"]
+__all__ = ["MAX_EVIDENCE_CHARS", "AgentRun", "ToolCall", "doc_label", "readable"]
+
+#: most characters of one tool result the judge is shown (longer results are cut, and say so)
+MAX_EVIDENCE_CHARS = 4000
+_MAX_DEPTH = 12
+
+
+def _lines(v: Any, indent: str, out: list[str], depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        out.append(indent + json.dumps(v, ensure_ascii=False, default=str)[:200])
+        return
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if isinstance(x, dict | list) and x:
+                out.append(f"{indent}{k}:")
+                _lines(x, indent + "  ", out, depth + 1)
+            else:
+                out.append(f"{indent}{k}: {_scalar(x)}")
+    elif isinstance(v, list):
+        for x in v:
+            if isinstance(x, dict | list) and x:
+                out.append(f"{indent}-")
+                _lines(x, indent + "  ", out, depth + 1)
+            else:
+                out.append(f"{indent}- {_scalar(x)}")
+    else:
+        out.append(indent + _scalar(v))
+
+
+def _scalar(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict | list):
+        return "(empty)"
+    return str(v)
+
+
+def readable(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:
+    """A tool result as text a judge can read: JSON objects and arrays become indented
+    ``key: value`` lines; anything longer than ``limit`` characters is cut, and says so.
+
+    Example:
+        >>> print(readable('{"order_id": "A-17", "status": "shipped", "items": [{"sku": "L7"}]}'))
+        order_id: A-17
+        status: shipped
+        items:
+          -
+            sku: L7
+        >>> readable("x" * 30, limit=10)
+        'xxxxxxxxxx\\n[cut: 10 of 30 characters shown]'
+    """
+    s = text.strip()
+    if s[:1] in ("{", "["):
+        try:
+            v = json.loads(s)
+        except (ValueError, RecursionError):
+            v = None
+        if isinstance(v, dict | list):
+            out: list[str] = []
+            _lines(v, "", out, 0)
+            text = "\n".join(out)
+    if len(text) > limit:
+        return f"{text[:limit]}\n[cut: {limit} of {len(text)} characters shown]"
+    return text
 
 
 def doc_label(doc_id: str) -> str:
@@ -52,6 +120,26 @@ class ToolCall(BaseModel):
     def source_label(self) -> str:
         """The label grounding uses for this call's result (``tool:<name>#<call id>``)."""
         return f"tool:{self.name}#{self.call_id}"
+
+    def evidence(self) -> str | None:
+        """This call as a context document for grounding: what was called with what, and what
+        it returned (:func:`readable`) or how it failed; ``None`` when nothing was captured.
+
+        Example:
+            >>> print(ToolCall(name="lookup", call_id="c1", arguments='{"id": 7}',
+            ...                result='{"ok": true}').evidence())
+            Result of tool lookup (call c1) with arguments {"id": 7}:
+            ok: true
+        """
+        args = f" with arguments {self.arguments}" if self.arguments else ""
+        head = f"tool {self.name} (call {self.call_id}){args}"
+        if len(head) > 600:
+            head = head[:600] + "..."
+        if self.result is not None:
+            return f"Result of {head}:\n{readable(self.result)}"
+        if self.error is not None:
+            return f"Failure of {head}: {readable(self.error, 1000)}"
+        return None
 
     @property
     def failed(self) -> bool:

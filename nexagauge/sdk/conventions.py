@@ -148,6 +148,18 @@ PART_TYPE: Final = "type"
 PART_CONTENT: Final = "content"
 #: Part type value: text.
 PART_TYPE_TEXT: Final = "text"
+#: Part type value: a tool call the model asked for (``id``, ``name``, ``arguments``).
+PART_TYPE_TOOL_CALL: Final = "tool_call"
+#: Part type value: the result of a tool call sent back to the model (``id``, ``response``).
+PART_TYPE_TOOL_CALL_RESPONSE: Final = "tool_call_response"
+#: Tool-call part key: call id.
+PART_TOOL_CALL_ID: Final = "id"
+#: Tool-call part key: tool name.
+PART_TOOL_NAME: Final = "name"
+#: Tool-call part key: arguments (an object or JSON text).
+PART_TOOL_ARGUMENTS: Final = "arguments"
+#: Tool-call-response part key: the result.
+PART_TOOL_RESPONSE: Final = "response"
 #: Finish reason value written for a completed call.
 FINISH_REASON_STOP: Final = "stop"
 #: Finish reason value written when the traced call raised.
@@ -275,6 +287,10 @@ OI_SPAN_KIND: Final = "openinference.span.kind"
 OI_SPAN_KIND_LLM: Final = "LLM"
 #: OpenInference span kind value: chain.
 OI_SPAN_KIND_CHAIN: Final = "CHAIN"
+#: OpenInference span kind value: agent.
+OI_SPAN_KIND_AGENT: Final = "AGENT"
+#: OpenInference span kind value: tool execution.
+OI_SPAN_KIND_TOOL: Final = "TOOL"
 #: OpenInference span kind value: retriever.
 OI_SPAN_KIND_RETRIEVER: Final = "RETRIEVER"
 #: OpenInference (also OpenTelemetry general ``session.id``): session id.
@@ -309,6 +325,24 @@ OI_DOCUMENT_ID: Final = "document.id"
 OI_DOCUMENT_SCORE: Final = "document.score"
 #: OpenInference document suffix: metadata (JSON).
 OI_DOCUMENT_METADATA: Final = "document.metadata"
+#: OpenInference message suffix: ``message.tool_calls.{j}.`` + tool-call suffix.
+OI_MESSAGE_TOOL_CALLS_PREFIX: Final = "message.tool_calls."
+#: OpenInference message suffix: id of the call a ``tool`` message answers.
+OI_MESSAGE_TOOL_CALL_ID: Final = "message.tool_call_id"
+#: OpenInference tool-call suffix: call id.
+OI_TOOL_CALL_ID: Final = "tool_call.id"
+#: OpenInference tool-call suffix: tool name.
+OI_TOOL_CALL_FUNCTION_NAME: Final = "tool_call.function.name"
+#: OpenInference tool-call suffix: arguments (JSON text).
+OI_TOOL_CALL_FUNCTION_ARGUMENTS: Final = "tool_call.function.arguments"
+#: OpenInference: ``llm.tools.{i}.`` + ``tool.json_schema`` (tool definitions given to the model).
+OI_LLM_TOOLS_PREFIX: Final = "llm.tools."
+#: OpenInference tool-definition suffix: the JSON schema of one tool.
+OI_TOOL_JSON_SCHEMA: Final = "tool.json_schema"
+#: OpenInference (TOOL spans): tool name.
+OI_TOOL_NAME: Final = "tool.name"
+#: OpenInference (TOOL spans): parameters of the tool (JSON).
+OI_TOOL_PARAMETERS: Final = "tool.parameters"
 #: OpenInference: prompt token count.
 OI_LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 #: OpenInference: completion token count.
@@ -321,6 +355,10 @@ TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
 TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
 #: OpenLLMetry (Traceloop): span kind (``workflow``, ``task``, ``agent``, ``tool``).
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+#: OpenLLMetry (Traceloop) span kind value: agent.
+TRACELOOP_SPAN_KIND_AGENT: Final = "agent"
+#: OpenLLMetry (Traceloop) span kind value: tool.
+TRACELOOP_SPAN_KIND_TOOL: Final = "tool"
 #: OpenLLMetry (Traceloop): workflow name.
 TRACELOOP_WORKFLOW_NAME: Final = "traceloop.workflow.name"
 #: OpenLLMetry (Traceloop): ``traceloop.association.properties.<key>`` (e.g. ``session_id``, ``user_id``).
@@ -343,6 +381,11 @@ LEGACY_GEN_AI_COMPLETION_PREFIX: Final = "gen_ai.completion."
 LEGACY_ROLE_SUFFIX: Final = "role"
 #: Legacy GenAI suffix: content.
 LEGACY_CONTENT_SUFFIX: Final = "content"
+#: Legacy GenAI suffix: ``tool_calls.{j}.`` + ``id`` / ``name`` / ``arguments`` (tool calls of a
+#: completion, or of an assistant message in the prompt).
+LEGACY_TOOL_CALLS_SUFFIX_PREFIX: Final = "tool_calls."
+#: Legacy GenAI suffix: id of the call a ``tool`` prompt message answers.
+LEGACY_TOOL_CALL_ID_SUFFIX: Final = "tool_call_id"
 #: Official OpenAI instrumentation log event: user message (body ``{"content": ...}``).
 EVENT_GEN_AI_USER_MESSAGE: Final = "gen_ai.user.message"
 #: Official OpenAI instrumentation log event: system message.

@@ -142,7 +142,12 @@ def test_openinference_rag_roles_from_the_real_tracer(server: Any, tmp_path: Pat
     [c] = cases_from(spans, logs)
     assert c.span.name == "rag" and c.case.output == REPLY
     assert c.case.input == "When does the shop open?"
-    assert c.case.context_documents == tuple(DOCUMENTS)
+    # the documents, then the TOOL span's result (issue 30: tool results are evidence too)
+    assert c.case.context_documents[:2] == tuple(DOCUMENTS)
+    [tool_doc] = c.case.context_documents[2:]
+    assert tool_doc.startswith("Result of tool opening_hours") and tool_doc.endswith("9 am")
+    assert c.case.context_sources[:2] == ("doc:0", "doc:1")
+    assert c.case.context_sources[2].startswith("tool:opening_hours#")
     assert c.model and "gpt-4o-mini" in c.model  # from the merged LLM span
     [llm] = cases_from(spans, logs, "llm")
-    assert llm.span.name != "rag" and llm.case.context_documents == tuple(DOCUMENTS)
+    assert llm.span.name != "rag" and llm.case.context_documents == c.case.context_documents

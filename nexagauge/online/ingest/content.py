@@ -113,7 +113,80 @@ def _flat_message(m: Mapping[str, Any]) -> Message | None:
     text = content_text(m.get(C.MSG_PARTS)) if C.MSG_PARTS in m else None
     if text is None:
         text = content_text(m.get("content"))
+    if role not in (C.ROLE_USER, C.ROLE_SYSTEM, "developer") and tool_calls_of(m):
+        return STEP_ROLE, text or ""  # an agent step: tool calls, maybe with preamble text
+    if text is None and role == C.ROLE_TOOL:
+        results = tool_results_of(m)
+        text = "\n".join(r for _, r in results if r is not None) if results else None
     return (role, text) if text is not None else None
+
+
+#: role of a message in which the model asked for tool calls (with or without preamble text):
+#: an agent step, never a conversation turn or an answer
+STEP_ROLE = "tool_call"
+#: a tool call the model asked for: (call id, tool name, arguments as text)
+ToolRequest = tuple[str | None, str, str | None]
+
+
+def _args_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    try:
+        return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+    except (RecursionError, ValueError, TypeError):
+        raise BadContent("tool arguments nested too deeply to render") from None
+
+
+def _s(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def tool_calls_of(m: Mapping[str, Any]) -> list[ToolRequest]:
+    """Tool calls one chat message asks for: GenAI ``tool_call`` parts, or the OpenAI
+    ``tool_calls`` list (``{"id", "function": {"name", "arguments"}}``).
+
+    Example:
+        >>> tool_calls_of({"role": "assistant", "parts": [{"type": "tool_call", "id": "c1",
+        ...                "name": "lookup", "arguments": {"id": 7}}]})
+        [('c1', 'lookup', '{"id": 7}')]
+    """
+    out: list[ToolRequest] = []
+    parts = m.get(C.MSG_PARTS)
+    for p in parts if isinstance(parts, list) else ():
+        if isinstance(p, Mapping) and p.get(C.PART_TYPE) == C.PART_TYPE_TOOL_CALL:
+            name = _s(p.get(C.PART_TOOL_NAME))
+            if name:
+                args = _args_text(p.get(C.PART_TOOL_ARGUMENTS))
+                out.append((_s(p.get(C.PART_TOOL_CALL_ID)), name, args))
+    calls = m.get("tool_calls")
+    for tc in calls if isinstance(calls, list) else ():
+        if not isinstance(tc, Mapping):
+            continue
+        fn = tc.get("function")
+        fn = fn if isinstance(fn, Mapping) else tc
+        name = _s(fn.get("name"))
+        if name:
+            out.append((_s(tc.get("id")), name, _args_text(fn.get("arguments"))))
+    return out
+
+
+def tool_results_of(m: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
+    """Tool results one chat message carries: GenAI ``tool_call_response`` parts, or an
+    OpenAI ``{"role": "tool", "tool_call_id", "content"}`` message: ``(call id, result)``."""
+    out: list[tuple[str | None, str | None]] = []
+    parts = m.get(C.MSG_PARTS)
+    for p in parts if isinstance(parts, list) else ():
+        if isinstance(p, Mapping) and p.get(C.PART_TYPE) == C.PART_TYPE_TOOL_CALL_RESPONSE:
+            r = p.get(C.PART_TOOL_RESPONSE)
+            out.append((_s(p.get(C.PART_TOOL_CALL_ID)), r if isinstance(r, str) else _args_text(r)))
+    role = m.get(C.MSG_ROLE)
+    if not out and isinstance(role, str) and role.lower() == C.ROLE_TOOL:
+        c = m.get("content")
+        text = content_text(c) if c is not None else None
+        out.append((_s(m.get("tool_call_id")), text))
+    return out
 
 
 def messages(v: Any, what: str = "messages") -> list[Message]:

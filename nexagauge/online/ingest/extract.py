@@ -5,10 +5,15 @@ span's input and output are read, by :mod:`nexagauge.online.ingest.spanview`. Th
 answers to evaluate and gives each its context:
 
 - **context**: the documents the answer span itself carries (``gen_ai.retrieval.documents`` on a
-  traced call), then the documents of the trace's retrieval spans that ended before the answer
-  ended, in the order they ended (de-duplicated; at most :data:`MAX_CONTEXT_DOCS`, the most
-  recent). Only when the trace holds **no** retrieval span at all is the system message the
-  context.
+  traced call), then the documents of the trace's retrieval spans *and the results of its tool
+  calls* (:mod:`nexagauge.online.ingest.agent`) that ended before the answer ended, in the order
+  they ended (de-duplicated; at most :data:`MAX_CONTEXT_DOCS`, the most recent). Each document
+  has a source label (``context_sources``): ``doc:<id>`` (``doc:<n>``, its position, for a
+  document without id), ``tool:<name>#<call id>``. Only when the trace holds **no** retrieval
+  span and no tool result at all is the system message the context (label ``system``).
+- **agent**: when the trace is an agent's (tool calls, tool definitions or an agent span), the
+  case's :class:`~nexagauge.schema.tools.AgentRun`: the tool calls and LLM steps before the
+  answer.
 - **output**: always the model's reply (the output messages), never an assistant message of the
   input history; earlier user/assistant pairs of the input become ``conversation`` turns.
 
@@ -36,13 +41,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from nexagauge.online.ingest.agent import trace_agent
 from nexagauge.online.ingest.assembly import Trace
-from nexagauge.online.ingest.content import BadContent, Message, clean_text, parse_json
+from nexagauge.online.ingest.content import (
+    STEP_ROLE,
+    BadContent,
+    Message,
+    clean_text,
+    parse_json,
+)
 from nexagauge.online.ingest.decode import LogRef, SpanRecord
 from nexagauge.online.ingest.roles import EXTRACT_ERROR, INVALID_SPAN, Answer, assign, rejection
 from nexagauge.online.ingest.spanview import TRACELOOP_SESSION_ID, SpanView
 from nexagauge.schema.case import EvalCase, RecordError, parse_record
 from nexagauge.schema.rubrics import RubricLibrary, UntrustedRubricError
+from nexagauge.schema.tools import AgentRun, doc_label
 from nexagauge.sdk import conventions as C
 
 __all__ = [
@@ -153,7 +166,19 @@ def extract_cases_with_errors(
         chosen.append(ans)
     if not chosen:
         return [], errors
-    contexts = _contexts([a.view for a in chosen], tr.retrievals, errors)
+    agent = trace_agent(tr)
+    rejected = {r.span_id for r in tr.rejected}
+    for bad, e in agent.unreadable:  # reported once, even when its answer role failed too
+        if bad.rec.span_id not in rejected:
+            rejected.add(bad.rec.span_id)
+            rej = rejection(bad, e)
+            errors.append(SpanError(bad.rec, rej.detail, rej.reason))
+    tool_docs: list[tuple[int, list[Doc]]] = [
+        (c.end_ns, [(c.call.source_label, ev)])
+        for c in agent.calls
+        if (ev := c.call.evidence()) is not None
+    ]
+    contexts = _contexts([a.view for a in chosen], tr.retrievals, errors, tool_docs)
     trace_conv = next((v.conversation_id for v in views.values() if v.conversation_id), None)
     out: list[ExtractedCase] = []
     for ans in chosen:
@@ -162,7 +187,9 @@ def extract_cases_with_errors(
             docs = contexts[v.rec.span_id]
             inner = absorbed.get(v.rec.span_id, [])
             trusted = (rubrics, inline_rubrics)
-            out.append(_case(v, inner, docs, bool(tr.retrievals), trace_conv, trusted))
+            has_evidence = bool(tr.retrievals or tool_docs)
+            run = agent.run_before(v.rec.end_ns)
+            out.append(_case(v, inner, docs, has_evidence, trace_conv, trusted, run))
         except RecordError as e:
             why = UNTRUSTED_RUBRIC if isinstance(e, UntrustedRubricError) else INVALID_CASE
             errors.append(SpanError(v.rec, str(e), why))
@@ -172,40 +199,50 @@ def extract_cases_with_errors(
     return out, errors
 
 
+#: a context document: (source label or ``None`` for an unlabelled document, text)
+Doc = tuple[str | None, str]
+
+
 def _contexts(
-    answers: list[SpanView], retrievals: list[SpanView], errors: list[SpanError]
-) -> dict[bytes, list[str]]:
-    """Context documents of each answer: its own, then those of retrievals that ended before it
-    (one sweep over both sorted by end time: linear, whatever the number of each)."""
-    retr: list[tuple[int, list[str]]] = []
+    answers: list[SpanView],
+    retrievals: list[SpanView],
+    errors: list[SpanError],
+    tool_docs: list[tuple[int, list[Doc]]] | None = None,
+) -> dict[bytes, list[Doc]]:
+    """Context documents of each answer: its own, then those of retrievals and tool calls that
+    ended before it (one sweep over all sorted by end time: linear, whatever the number)."""
+    retr: list[tuple[int, list[Doc]]] = list(tool_docs or [])
     for r in retrievals:
         if not r.rec.end_ns:
             continue
         try:
-            retr.append((r.rec.end_ns, r.documents(entity_output=True)))
+            docs = r.labelled_documents(entity_output=True)
+            retr.append((r.rec.end_ns, [(doc_label(i) if i else None, t) for i, t in docs]))
         except Exception as e:  # an unreadable retrieval adds no documents, costs nothing else
             rej = rejection(r, e)
             errors.append(SpanError(r.rec, rej.detail, rej.reason))
     retr.sort(key=lambda x: x[0])
-    acc: list[str] = []
+    acc: list[Doc] = []
     seen: set[str] = set()
-    out: dict[bytes, list[str]] = {}
+    out: dict[bytes, list[Doc]] = {}
     i = 0
     for v in sorted(answers, key=lambda a: a.rec.end_ns):
         while i < len(retr) and retr[i][0] <= v.rec.end_ns:
             for d in retr[i][1]:
-                if d not in seen:
-                    seen.add(d)
+                if d[1] not in seen:
+                    seen.add(d[1])
                     acc.append(d)
             i += 1
-        try:
-            own = list(dict.fromkeys(v.documents()))  # documents the call itself was given
+        try:  # documents the call itself was given
+            own = list(
+                {t: (doc_label(i) if i else None, t) for i, t in v.labelled_documents()}.values()
+            )
         except BadContent:
             own = []  # unreadable documents on an answer: the retrieval spans still count
-        own_set = set(own)
+        own_set = {t for _, t in own}
         room = max(0, MAX_CONTEXT_DOCS - len(own))
         recent = acc[-room:] if room else []
-        out[v.rec.span_id] = (own + [d for d in recent if d not in own_set])[:MAX_CONTEXT_DOCS]
+        out[v.rec.span_id] = (own + [d for d in recent if d[1] not in own_set])[:MAX_CONTEXT_DOCS]
     return out
 
 
@@ -213,6 +250,10 @@ def _turns(msgs: list[Message], output: str) -> tuple[str | None, list[dict[str,
     """(current input, conversation turns) from the input messages and the reply."""
     users_pending: list[str] = []
     turns: list[dict[str, str]] = []
+    # agent steps (tool-call requests, with or without preamble text, and the tool results
+    # sent back) are neither turns nor the question
+    steps = any(r == STEP_ROLE for r, _ in msgs)
+    msgs = [(r, t) for r, t in msgs if r != STEP_ROLE and not (steps and r == C.ROLE_TOOL)]
     for role, text in msgs:
         if role in ("user", "human"):
             users_pending.append(text)
@@ -225,6 +266,21 @@ def _turns(msgs: list[Message], output: str) -> tuple[str | None, list[dict[str,
     if current is not None and turns:
         return current, [*turns, {"input": current, "output": output}]
     return current, []
+
+
+def _clean_agent(run: AgentRun) -> AgentRun:
+    """``run`` with lone surrogates replaced in every tool text (as the case's other text)."""
+    calls = tuple(
+        c.model_copy(
+            update={
+                k: clean_text(x)
+                for k in ("name", "call_id", "arguments", "result", "error")
+                if isinstance(x := getattr(c, k), str)
+            }
+        )
+        for c in run.tool_calls
+    )
+    return run.model_copy(update={"tool_calls": calls})
 
 
 def _clean(v: Any, what: str, depth: int = 0) -> Any:
@@ -244,10 +300,11 @@ def _clean(v: Any, what: str, depth: int = 0) -> Any:
 def _case(
     v: SpanView,
     inner: list[SpanView],
-    docs: list[str],
+    docs: list[Doc],
     trace_has_retrieval: bool,
     trace_conv: str | None,
     trusted: tuple[RubricLibrary | None, bool] = (None, False),
+    agent: AgentRun | None = None,
 ) -> ExtractedCase:
     a = v.attrs
     io = v.io
@@ -255,7 +312,7 @@ def _case(
     current, turns = _turns(io.input_messages, io.output)
     system = io.system or next((i.io.system for i in inner if i.io.system), None)
     if not docs and system and not trace_has_retrieval:
-        docs = [system]
+        docs = [("system", system)]
     record: dict[str, Any] = {
         "case_id": f"{v.rec.trace_hex}:{v.rec.span_hex}",
         "output": io.output,
@@ -264,7 +321,7 @@ def _case(
     if current:
         record["input"] = current
     if docs:
-        record["context"] = docs
+        record["context"] = [t for _, t in docs]
     if turns:
         record["conversation"] = turns
     for attr, block in _EVAL_BLOCKS.items():
@@ -277,5 +334,14 @@ def _case(
     if model:
         record["metadata"]["model"] = model
     case = parse_record(_clean(record, "case"), None, rubrics=trusted[0], inline_rubrics=trusted[1])
+    update: dict[str, Any] = {}
+    if len(case.context_documents) == len(docs) and docs:
+        update["context_sources"] = tuple(
+            label or doc_label(str(n)) for n, (label, _) in enumerate(docs, 1)
+        )
+    if agent is not None:
+        update["agent"] = _clean_agent(agent)
+    if update:
+        case = case.model_copy(update=update)
     conv = v.conversation_id or trace_conv
     return ExtractedCase(span=v.rec, case=case, attrs=a, model=model, conversation_id=conv)

@@ -37,7 +37,12 @@ legacy GenAI (OpenLLMetry) ``gen_ai.prompt.N.*`` /
 any                        ``gen_ai.retrieval.documents`` or
                            ``db.query.result`` events              retrieval
 any                        nothing of the above                    other
+an LLM answer above        output asks for tool calls (with or
+                           without preamble text)                  other (step)
 ========================== ======================================= ==========================
+
+Tool spans (kind ``tool``) are read as the agent's tool calls by
+:mod:`nexagauge.online.ingest.agent`; LLM steps count as the agent's steps.
 
 A *workflow* answer (a chain, agent, workflow or task wrapping the real work) is an answer only
 when it is the outermost one: a workflow span inside another answering workflow or traced call is
@@ -116,9 +121,19 @@ def classify(v: SpanView) -> SpanRole:
     """The role of one span from its own attributes (the role table above), before the
     trace-level rule that turns nested workflows into steps (:func:`assign`).
 
+    An LLM call whose output asks for tool calls (with or without preamble text such as "Let me
+    look up your order") is an agent step (role other, kind ``step``), never an answer.
+
     Raises :class:`~nexagauge.online.ingest.content.BadContent` when a value it must read (a Traceloop
     output) is unreadable.
     """
+    r = _classify(v)
+    if r.kind == "llm" and v.output_tool_calls:
+        return SpanRole(Role.OTHER, "step", f"{r.why}, output = tool calls")
+    return r
+
+
+def _classify(v: SpanView) -> SpanRole:
     a = v.attrs
     op = _s(a, C.GEN_AI_OPERATION_NAME)
     if C.NG_SDK_VERSION in a:
@@ -201,6 +216,11 @@ class TraceRoles:
     roles: dict[bytes, SpanRole] = field(default_factory=dict)
     answers: list[Answer] = field(default_factory=list)
     retrievals: list[SpanView] = field(default_factory=list)
+    #: tool executions (kind ``tool``) and LLM calls (kinds ``llm`` and ``step``) of the trace
+    tools: list[SpanView] = field(default_factory=list)
+    llm_calls: list[SpanView] = field(default_factory=list)
+    #: spans of agents / workflows (for the agent's name)
+    agents: list[SpanView] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
 
 
@@ -221,6 +241,12 @@ def _candidate(v: SpanView, tr: TraceRoles) -> SpanRole | None:
         tr.roles[v.rec.span_id] = r
         if r.role is Role.RETRIEVAL:
             tr.retrievals.append(v)
+        elif r.kind == "tool":
+            tr.tools.append(v)
+        elif r.kind in ("llm", "step"):
+            tr.llm_calls.append(v)
+        elif r.kind == "workflow":
+            tr.agents.append(v)
         if not r.is_answer:
             return None
         io = v.io

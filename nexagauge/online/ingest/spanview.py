@@ -31,16 +31,19 @@ from functools import cached_property
 from typing import Any
 
 from nexagauge.online.ingest.content import (
+    STEP_ROLE,
     Message,
+    ToolRequest,
     content_text,
     document_list,
     document_text,
-    documents,
     indexed,
     message,
     messages,
     parse_json,
     render,
+    tool_calls_of,
+    tool_results_of,
 )
 from nexagauge.online.ingest.decode import LogRef, SpanRecord, any_value, attributes
 from nexagauge.sdk import conventions as C
@@ -91,6 +94,12 @@ class SpanView:
         """The joined log records, each parsed once."""
         return [(log, log.parse()) for log in self.logs]
 
+    @cached_property
+    def status_message(self) -> str | None:
+        """The span status description (set with status ERROR), if any."""
+        msg = self._span.status.message if self._span is not None else ""
+        return msg or None
+
     def text_attr(self, key: str) -> str | None:
         """A string attribute (``None`` when absent or of another type, e.g. an array)."""
         v = self.attrs.get(key)
@@ -110,21 +119,26 @@ class SpanView:
     def documents(self, *, entity_output: bool = False) -> list[str]:
         """Retrieved document texts carried by this span (any convention); ``entity_output``
         also reads a Traceloop task/tool output that is a list of documents."""
+        return [t for _, t in self.labelled_documents(entity_output=entity_output)]
+
+    def labelled_documents(self, *, entity_output: bool = False) -> list[tuple[str | None, str]]:
+        """Like :meth:`documents`, each with the document's id when the span recorded one."""
         a = self.attrs
-        docs: list[str] = []
+        docs: list[tuple[str | None, str]] = []
         if C.GEN_AI_RETRIEVAL_DOCUMENTS in a:
-            docs += documents(a[C.GEN_AI_RETRIEVAL_DOCUMENTS], C.GEN_AI_RETRIEVAL_DOCUMENTS)
+            raw = parse_json(a[C.GEN_AI_RETRIEVAL_DOCUMENTS], C.GEN_AI_RETRIEVAL_DOCUMENTS)
+            docs += _with_ids(raw if isinstance(raw, list) else [])
         for d in indexed(a, C.OI_RETRIEVAL_DOCUMENTS_PREFIX).values():
             t = d.get(C.OI_DOCUMENT_CONTENT)
             if isinstance(t, str) and t.strip():
-                docs.append(t)
+                docs.append((_id(d.get(C.OI_DOCUMENT_ID)), t))
         for name, ea in self.events:
             if name == C.DB_QUERY_RESULT_EVENT:
                 t = ea.get(C.DB_QUERY_RESULT_DOCUMENT)
                 if isinstance(t, str) and t.strip():
-                    docs.append(t)
+                    docs.append((_id(ea.get(C.DB_QUERY_RESULT_ID)), t))
         if entity_output and self.entity_documents:
-            docs += [t for t in map(document_text, self.entity_documents) if t is not None]
+            docs += _with_ids(self.entity_documents)
         return docs
 
     @cached_property
@@ -142,6 +156,124 @@ class SpanView:
             if v:
                 return v
         return None
+
+    # -- agent steps --------------------------------------------------------------------------
+    @cached_property
+    def output_tool_calls(self) -> list[ToolRequest]:
+        """Tool calls the model asked for in this span's output, in any convention (GenAI
+        ``tool_call`` parts, OpenInference ``llm.output_messages.N.message.tool_calls.M``, an
+        OpenAI response in ``output.value``, legacy ``gen_ai.completion.N.tool_calls.M``,
+        a ``gen_ai.choice`` log record)."""
+        return self._tool_messages(output=True)[0]
+
+    @cached_property
+    def input_tool_results(self) -> list[tuple[str | None, str | None]]:
+        """``(call id, result)`` of every tool result sent to the model in this span's input."""
+        return self._tool_messages(output=False)[1]
+
+    @cached_property
+    def input_tool_calls(self) -> list[ToolRequest]:
+        """Tool calls of earlier steps repeated in this span's input history."""
+        return self._tool_messages(output=False)[0]
+
+    def _tool_messages(
+        self, *, output: bool
+    ) -> tuple[list[ToolRequest], list[tuple[str | None, str | None]]]:
+        a = self.attrs
+        raw: list[Any] = []
+        key = C.GEN_AI_OUTPUT_MESSAGES if output else C.GEN_AI_INPUT_MESSAGES
+        for src in self._genai_sources():
+            v = parse_json(src.get(key), key)
+            raw += v if isinstance(v, list) else [v] if isinstance(v, Mapping) else []
+        prefix = C.OI_LLM_OUTPUT_MESSAGES_PREFIX if output else C.OI_LLM_INPUT_MESSAGES_PREFIX
+        for m in indexed(a, prefix).values():
+            oi_calls = [
+                {
+                    "id": tc.get(C.OI_TOOL_CALL_ID),
+                    "function": {
+                        "name": tc.get(C.OI_TOOL_CALL_FUNCTION_NAME),
+                        "arguments": tc.get(C.OI_TOOL_CALL_FUNCTION_ARGUMENTS),
+                    },
+                }
+                for tc in indexed(m, C.OI_MESSAGE_TOOL_CALLS_PREFIX).values()
+            ]
+            raw.append(
+                {
+                    "role": m.get(C.OI_MESSAGE_ROLE),
+                    "content": m.get(C.OI_MESSAGE_CONTENT),
+                    "tool_call_id": m.get(C.OI_MESSAGE_TOOL_CALL_ID),
+                    "tool_calls": oi_calls,
+                }
+            )
+        if not raw:  # an OpenAI request / response as JSON (OpenInference input/output.value)
+            v = parse_json(a.get(C.OI_OUTPUT_VALUE if output else C.OI_INPUT_VALUE), "value")
+            if isinstance(v, Mapping) and output and isinstance(v.get("choices"), list):
+                raw += [c.get("message") for c in v["choices"][:1] if isinstance(c, Mapping)]
+            elif isinstance(v, Mapping) and not output and isinstance(v.get("messages"), list):
+                raw += v["messages"]
+        legacy = C.LEGACY_GEN_AI_COMPLETION_PREFIX if output else C.LEGACY_GEN_AI_PROMPT_PREFIX
+        for m in indexed(a, legacy).values():
+            legacy_calls = [
+                {"id": tc.get("id"), "function": tc}
+                for tc in indexed(m, C.LEGACY_TOOL_CALLS_SUFFIX_PREFIX).values()
+            ]
+            raw.append({**m, "tool_calls": legacy_calls})
+        for log, rec in self._log_records:
+            body = any_value(rec.body) if rec is not None else None
+            if not isinstance(body, Mapping):
+                continue
+            if output and log.event_name == C.EVENT_GEN_AI_CHOICE:
+                raw.append(body.get("message"))
+            elif not output and log.event_name == C.EVENT_GEN_AI_TOOL_MESSAGE:
+                raw.append({"role": C.ROLE_TOOL, "tool_call_id": body.get("id"), **body})
+            elif not output and log.event_name == C.EVENT_GEN_AI_ASSISTANT_MESSAGE:
+                raw.append(body)
+        calls: list[ToolRequest] = []
+        results: list[tuple[str | None, str | None]] = []
+        for m in raw:
+            if isinstance(m, Mapping):
+                calls += tool_calls_of(m)
+                results += tool_results_of(m)
+        return calls, results
+
+    def _genai_sources(self) -> list[Mapping[str, Any]]:
+        """Where GenAI messages sit: the span, else an operation-details log record or event."""
+        if C.GEN_AI_OUTPUT_MESSAGES in self.attrs or C.GEN_AI_INPUT_MESSAGES in self.attrs:
+            return [self.attrs]
+        for log, rec in self._log_records:
+            if log.event_name == C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS:
+                return [attributes(rec.attributes)] if rec is not None else []
+        for name, ea in self.events:
+            if name == C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS:
+                return [ea]
+        return []
+
+    @cached_property
+    def tool_definitions(self) -> list[str] | None:
+        """Names of the tools declared to the model or agent on this span
+        (``gen_ai.tool.definitions``, OpenInference ``llm.tools.N.tool.json_schema``);
+        ``None`` when the span records none."""
+        a = self.attrs
+        defs: list[Any] = []
+        found = False
+        if C.GEN_AI_TOOL_DEFINITIONS in a:
+            found = True
+            v = parse_json(a[C.GEN_AI_TOOL_DEFINITIONS], C.GEN_AI_TOOL_DEFINITIONS)
+            defs += v if isinstance(v, list) else []
+        for t in indexed(a, C.OI_LLM_TOOLS_PREFIX).values():
+            if C.OI_TOOL_JSON_SCHEMA in t:
+                found = True
+                defs.append(parse_json(t[C.OI_TOOL_JSON_SCHEMA], C.OI_TOOL_JSON_SCHEMA))
+        if not found:
+            return None
+        names: list[str] = []
+        for d in defs:
+            if isinstance(d, Mapping):
+                fn = d.get("function")
+                src = fn if isinstance(fn, Mapping) else d
+                if isinstance(src.get("name"), str):
+                    names.append(src["name"])
+        return names
 
     # -- messages ---------------------------------------------------------------------------
     @cached_property
@@ -245,7 +377,9 @@ class SpanView:
                         if isinstance(p.get(C.OI_MESSAGE_CONTENT_TEXT), str)
                     ]
                     text = "".join(texts) if texts else None
-                if isinstance(text, str):
+                if indexed(m, C.OI_MESSAGE_TOOL_CALLS_PREFIX):
+                    out.append((STEP_ROLE, text if isinstance(text, str) else ""))
+                elif isinstance(text, str):
                     out.append((_role(m.get(C.OI_MESSAGE_ROLE)), text))
             return out
 
@@ -273,6 +407,23 @@ class SpanView:
         if C.TRACELOOP_ENTITY_OUTPUT in a:
             io.output = render(a[C.TRACELOOP_ENTITY_OUTPUT], C.TRACELOOP_ENTITY_OUTPUT)
         return io
+
+
+def _id(v: Any) -> str | None:
+    if isinstance(v, str) and v.strip():
+        return v.strip()[:200]
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
+def _with_ids(items: list[Any]) -> list[tuple[str | None, str]]:
+    out: list[tuple[str | None, str]] = []
+    for d in items:
+        t = document_text(d)
+        if t is not None:
+            out.append((_id(d.get(C.DOC_ID)) if isinstance(d, Mapping) else None, t))
+    return out
 
 
 def _role(v: Any) -> str:
