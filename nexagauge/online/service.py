@@ -17,12 +17,17 @@ import logging
 from typing import Any
 
 from nexagauge.graph.runtime import Runtime
+from nexagauge.judge.destination import scrub_notice
 from nexagauge.nodes.conversation_relevance import METRIC as CONVERSATION_METRIC
 from nexagauge.online.cases import EmitterLike
 from nexagauge.online.conversations.stage import ConversationStage
 from nexagauge.online.conversations.turns import TurnPublisher, conversations_possible
 from nexagauge.online.delivery.dlq import DeadLetters, dlq_value_limit
-from nexagauge.online.delivery.redact import install_log_redaction, register_secret
+from nexagauge.online.delivery.redact import (
+    configure_redaction,
+    install_log_redaction,
+    register_secret,
+)
 from nexagauge.online.stage import EvaluatorStage
 from nexagauge.settings import Settings
 
@@ -126,7 +131,10 @@ class OnlineService:
             self.emitter = _default_emitter(s, self.metrics, keys)
         secrets = [x.get_secret_value() for x in (s.judge.api_key, k.sasl_password) if x]
         register_secret(*secrets)  # never in a log line or a dead-letter header
+        configure_redaction(pii=o.scrub_pii)  # log lines lose what cases lose
         install_log_redaction()
+        notice = scrub_notice(s, self.runtime.judge_kind, secrets=o.scrub, pii=o.scrub_pii)
+        log.warning("nexagauge serve: %s", notice)  # shown at the default level, as the start line
         from nexagauge.online.delivery.lograte import install_log_rate_limit
 
         install_log_rate_limit(o.log_repeat_interval_s)  # no ERROR flood while the broker is away

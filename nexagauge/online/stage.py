@@ -6,7 +6,8 @@
    and records to the :class:`~nexagauge.online.ingest.assembly.TraceBuffer`; every trace a message
    feeds holds a reference on its offset (:class:`~nexagauge.online.delivery.offsets.OffsetTracker`).
 2. ``tick``: hand completed traces on; a trace no rule can sample is done at once (cheap
-   pre-check on eagerly decoded fields); otherwise its cases are extracted, each case is sampled
+   pre-check on eagerly decoded fields); otherwise its cases are extracted and scrubbed
+   (:class:`~nexagauge.schema.scrub.CaseScrubber`, ``online.scrub``), each case is sampled
    (:class:`~nexagauge.online.ingest.sampling.Sampler`) and checked against the hard limits
    (:class:`~nexagauge.online.ingest.sampling.Limiter`); every skip is counted by reason.
 3. Sampled cases run through the same node graph as the CLI (``Executor.run_case``), at most
@@ -54,6 +55,7 @@ from nexagauge.online.ingest.extract import (
 from nexagauge.online.ingest.sampling import Decision, Limiter, Sampler
 from nexagauge.online.plans import Executors
 from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
+from nexagauge.schema.scrub import CaseScrubber
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
 
@@ -130,6 +132,8 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
             memory=max(10_000, self.o.max_buffered_traces * 10),
         )
         self._late_seen = 0
+        #: every case is scrubbed as it is extracted: nothing downstream sees the raw text
+        self.scrubber = CaseScrubber(secrets=self.o.scrub, pii=self.o.scrub_pii)
 
     # -- decoding ---------------------------------------------------------------------------
     def _default_signal(self, rec: ConsumerRecord[Any, Any]) -> str:
@@ -328,6 +332,8 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
                 rubrics=self.settings.rubrics,
                 inline_rubrics=self.o.span_rubrics == "trust",
             )
+            for ec in found[0]:  # before sampling, judge, cache key, DLQ, turns, changelog
+                ec.case = self.scrubber.scrub(ec.case)
             return (*found, False)
         except Exception:  # a bug in a reader must not stop the consumer
             log.exception("case extraction failed for trace %s", trace.trace_id.hex())

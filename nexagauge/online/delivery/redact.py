@@ -3,14 +3,17 @@
 The evaluator handles untrusted text (span attributes an app sent, judge error bodies) and its own
 secrets (the judge API key, the SASL password). Whatever it writes outside the evaluation results
 — a log line, a dead-letter header — goes through the SDK's scrubber
-(:class:`nexagauge.sdk.scrubbing.Scrubber`, the same rules as the spans an app exports) plus the
+(:class:`nexagauge.sdk.scrubbing.Scrubber`, the same rules as the spans an app exports; personal
+data too after :func:`configure_redaction` with ``pii``, as ``online.scrub_pii`` sets) plus the
 literal secrets registered at start-up, and is cut to a bounded length *before* scrubbing (so a
 megabyte-long attribute costs no more than the part that is kept).
 
 :class:`RedactingFilter` is a ``logging.Filter`` for handlers: it renders the record (message,
 arguments, exception and stack text), redacts it and stores the result, so no formatter
 downstream ever sees the raw text. :func:`install_log_redaction` adds it to the root handlers
-(``nexagauge`` CLI commands and :class:`~nexagauge.online.service.OnlineService` call it).
+(``nexagauge`` CLI commands and :class:`~nexagauge.online.service.OnlineService` call it): every
+record that reaches them passes it, at every level and from every logger (aiokafka's debug lines
+print each produced record at ``-vv``).
 
 Example:
     >>> register_secret("judge-key-1234567")
@@ -34,6 +37,14 @@ _LITERAL = "[scrubbed:configured_secret]"
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()
 _scrubber: Scrubber | None = None
+
+
+def configure_redaction(*, pii: bool) -> None:
+    """Whether log lines and headers also lose personal data (``online.scrub_pii`` /
+    ``run.scrub_pii``: the same rules as the case scrubber); secrets are always redacted."""
+    global _scrubber
+    with _lock:
+        _scrubber = Scrubber(secrets=True, pii=pii)
 
 
 def register_secret(*secrets: str | None) -> None:
