@@ -62,6 +62,7 @@ from nexagauge.online.delivery.dlq import (
 from nexagauge.online.delivery.health import attach_breaker
 from nexagauge.online.plans import Executors
 from nexagauge.schema.case import EvalCase
+from nexagauge.schema.scrub import CaseScrubber
 from nexagauge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -188,6 +189,8 @@ class Replayer:
         self.settings = settings
         self.run_id = run_id
         self.executors = Executors(settings, runtime)
+        #: a dead letter written before evaluator-side scrubbing may hold raw text: scrubbed again
+        self.scrubber = CaseScrubber(secrets=settings.online.scrub, pii=settings.online.scrub_pii)
         self.emitter = emitter
         self.dlq = dlq
         self.emit_failed = emit_failed
@@ -220,7 +223,7 @@ class Replayer:
                 fp,
             )
         try:
-            case = EvalCase.model_validate(body["case"])
+            case = self.scrubber.scrub(EvalCase.model_validate(body["case"]))
         except ValueError as e:
             log.warning("dead letter %s: its case is not valid (%s); skipped", target.case_id, e)
             self.stats.skip("invalid_case")
@@ -236,7 +239,7 @@ class Replayer:
                 errors=errors,
                 reason=reason,
                 payload=FailedCase(
-                    case=body["case"],
+                    case=case.model_dump(mode="json"),
                     target=t,
                     nodes=nodes,
                     sources=[tuple(s) for s in body.get("sources") or []],
