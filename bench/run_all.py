@@ -93,7 +93,9 @@ def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
     ratios: dict[str, float] = {}
     for line in out.splitlines():
         m = re.match(
-            r"(sync|async|sync-fresh|async-fresh) (.+?)\s{2,}(\d+)\s+([0-9.]+)\s+([0-9.]+)$", line
+            r"(sync|async|sync-fresh|async-fresh|tool|async-tool) (.+?)\s{2,}(\d+)\s+([0-9.]+)"
+            r"\s+([0-9.]+)$",
+            line,
         )
         if m:
             kind, label, ns, ratio = m.group(1), m.group(2), int(m.group(3)), float(m.group(4))
@@ -106,7 +108,7 @@ def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
                     "",
                 ]
             )
-            if label == "@nexagauge.trace (defaults)":
+            if label in ("@nexagauge.trace (defaults)", "@nexagauge.tool (defaults)"):
                 ratios[kind] = ratio
         m = re.match(r"\s+off, (.+?)\s{2,}(-?\d+)$", line)
         if m:
@@ -132,6 +134,17 @@ def rows_sdk_overhead(js: dict[str, Any], out: str) -> list[Row]:
                     "met" if max(pair) <= 1.10 else "NOT met",
                 ]
             )
+    tools = [ratios[k] for k in ("tool", "async-tool") if k in ratios]
+    if tools:
+        rows.append(
+            [
+                "sdk_overhead",
+                "ratio @nexagauge.tool (defaults) / hand-written execute_tool span, sync, async",
+                ", ".join(f"{r:.2f}" for r in tools),
+                "<= 1.10",
+                "met" if max(tools) <= 1.10 else "NOT met",
+            ]
+        )
     return rows
 
 

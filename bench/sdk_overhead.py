@@ -25,6 +25,12 @@ identical for all variants), and the ratio to the hand-written span of the same 
 of per-round ratios (paired within a round, so load drifting during the run cancels out) with their
 interquartile range.
 
+**Tools**: ``@nexagauge.tool`` on an agent's tool (``lookup_order(order_id, tool_call_id)``
+returning an order of ~250 characters as a dict; the same order looked up, a new call id on
+every call), sync and async, against the hand-written
+``execute_tool`` span recording the same attributes (operation, tool name and type, call id,
+arguments and result as JSON); same rounds, same ratio, same target.
+
 Third part: CPU per call with a **10 MB base64 argument** (scrubbing is bounded by the size
 limit: the value is cut before it is scrubbed).
 
@@ -33,7 +39,8 @@ provider configured anywhere, ``OTEL_SDK_DISABLED=true`` without and with ``conf
 ``configure(enabled=False)``.
 
 Run: ``python bench/sdk_overhead.py`` (about a minute) or ``--quick`` (a few seconds).
-Targets: ``@nexagauge.trace`` (defaults) <= 1.10 x the hand-written span; off <= 1 us per call.
+Targets: ``@nexagauge.trace`` and ``@nexagauge.tool`` (defaults) <= 1.10 x the hand-written span;
+off <= 1 us per call.
 """
 
 from __future__ import annotations
@@ -82,6 +89,18 @@ ANSWER = (
     "1930, and it is now one of the most visited monuments on Earth."
 )[:500]
 WORKFLOW = "answer"
+ORDER = {
+    "order_id": "A-1042",
+    "status": "shipped",
+    "carrier": "PostNord",
+    "eta": "2026-12-03",
+    "items": [{"sku": "LAMP-7", "qty": 1, "title": "Oak desk lamp"}],
+    "shipping_address": "Storgatan 12, 411 38 Gothenburg",
+    "total": {"amount": 749.0, "currency": "SEK"},
+}
+#: the arguments of every tool call: (order id, the model's tool call id)
+TOOL_CALL = ("A-1042", "call_8f3kq1")
+TOOL = "lookup_order"
 
 
 class DropExporter(SpanExporter):
@@ -97,6 +116,44 @@ def answer(question: str, context: list[str]) -> str:
 
 async def answer_async(question: str, context: list[str]) -> str:
     return ANSWER
+
+
+def lookup_order(order_id: str, tool_call_id: str) -> dict[str, Any]:
+    return ORDER
+
+
+async def lookup_order_async(order_id: str, tool_call_id: str) -> dict[str, Any]:
+    return ORDER
+
+
+def hand_written_tool(provider: TracerProvider) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The ``execute_tool`` span a developer writes by hand around the tool (sync, async)."""
+    tracer = provider.get_tracer("hand-written")
+
+    def attributes(order_id: str, tool_call_id: str) -> dict[str, Any]:
+        return {
+            C.GEN_AI_OPERATION_NAME: C.OPERATION_EXECUTE_TOOL,
+            C.GEN_AI_TOOL_NAME: TOOL,
+            C.GEN_AI_TOOL_TYPE: "function",
+            C.GEN_AI_TOOL_CALL_ID: tool_call_id,
+            C.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps({"order_id": order_id}),
+        }
+
+    def sync(order_id: str, tool_call_id: str) -> dict[str, Any]:
+        with tracer.start_as_current_span(f"execute_tool {TOOL}") as span:
+            span.set_attributes(attributes(order_id, tool_call_id))
+            result = lookup_order(order_id, tool_call_id)
+            span.set_attribute(C.GEN_AI_TOOL_CALL_RESULT, json.dumps(result))
+            return result
+
+    async def asynchronous(order_id: str, tool_call_id: str) -> dict[str, Any]:
+        with tracer.start_as_current_span(f"execute_tool {TOOL}") as span:
+            span.set_attributes(attributes(order_id, tool_call_id))
+            result = await lookup_order_async(order_id, tool_call_id)
+            span.set_attribute(C.GEN_AI_TOOL_CALL_RESULT, json.dumps(result))
+            return result
+
+    return sync, asynchronous
 
 
 #: the answer of each fresh call, by question (filled before a round is timed, see _fresh_calls)
@@ -215,8 +272,15 @@ def generic_decorator(provider: TracerProvider) -> Callable[[Callable[..., Any]]
     return traced
 
 
-def _sync_cpu_ns(fn: Callable[..., Any], n: int, fresh: bool = False) -> float:
-    calls = _fresh_calls(n) if fresh else [(QUESTION, PASSAGES)] * n  # built before timing
+def _calls(n: int, fresh: bool, tool: bool) -> list[tuple[Any, Any]]:
+    """The arguments of ``n`` calls, built before timing."""
+    if tool:  # the same lookup, a new call id on every call (as a model issues them)
+        return [(TOOL_CALL[0], f"{TOOL_CALL[1]}{k}") for k in range(n)]
+    return _fresh_calls(n) if fresh else [(QUESTION, PASSAGES)] * n
+
+
+def _sync_cpu_ns(fn: Callable[..., Any], n: int, fresh: bool = False, tool: bool = False) -> float:
+    calls = _calls(n, fresh, tool)
     cpu = time.process_time_ns()
     for q, ctx in calls:
         fn(q, ctx)
@@ -224,9 +288,13 @@ def _sync_cpu_ns(fn: Callable[..., Any], n: int, fresh: bool = False) -> float:
 
 
 def _async_cpu_ns(
-    fn: Callable[..., Any], n: int, loop: asyncio.AbstractEventLoop, fresh: bool = False
+    fn: Callable[..., Any],
+    n: int,
+    loop: asyncio.AbstractEventLoop,
+    fresh: bool = False,
+    tool: bool = False,
 ) -> float:
-    calls = _fresh_calls(n) if fresh else [(QUESTION, PASSAGES)] * n
+    calls = _calls(n, fresh, tool)
 
     async def many() -> None:
         for q, ctx in calls:
@@ -249,6 +317,8 @@ def run_overhead(rounds: int, n: int) -> dict[str, float]:
     fresh_sync, fresh_async = hand_written(provider, answer_fresh, answer_fresh_async)
     generic = generic_decorator(provider)
     ours = nexagauge.trace(name=WORKFLOW)
+    tool_sync, tool_async = hand_written_tool(provider)
+    ours_tool = nexagauge.tool(name=TOOL)
     # name -> (function, async?); "... fresh": new texts on every call (the worst case)
     variants: dict[str, tuple[Callable[..., Any], bool]] = {
         "sync hand-written": (hand_sync, False),
@@ -265,14 +335,23 @@ def run_overhead(rounds: int, n: int) -> dict[str, float]:
         "async-fresh hand-written": (fresh_async, True),
         "async-fresh trace": (ours(answer_fresh_async), True),
         "async-fresh trace noscrub": (ours(answer_fresh_async), True),
+        "tool hand-written": (tool_sync, False),
+        "tool tool": (ours_tool(lookup_order), False),
+        "tool tool noscrub": (ours_tool(lookup_order), False),
+        "async-tool hand-written": (tool_async, True),
+        "async-tool tool": (ours_tool(lookup_order_async), True),
+        "async-tool tool noscrub": (ours_tool(lookup_order_async), True),
     }
     loop = asyncio.new_event_loop()
 
     def measure(name: str) -> float:
         fn, is_async = variants[name]
         sdk_config.STATE = state_noscrub if name.endswith("noscrub") else state_default
-        fresh = name.split()[0].endswith("-fresh")
-        return _async_cpu_ns(fn, n, loop, fresh) if is_async else _sync_cpu_ns(fn, n, fresh)
+        kind = name.split()[0]
+        fresh, tool = kind.endswith("-fresh"), kind.endswith("tool")
+        if is_async:
+            return _async_cpu_ns(fn, n, loop, fresh, tool)
+        return _sync_cpu_ns(fn, n, fresh, tool)
 
     for name in variants:  # warm-up
         measure(name)
@@ -384,8 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         "generic": "generic 20-line decorator",
         "trace": "@nexagauge.trace (defaults)",
         "trace noscrub": "@nexagauge.trace, scrub=False",
+        "tool": "@nexagauge.tool (defaults)",
+        "tool noscrub": "@nexagauge.tool, scrub=False",
     }
-    for kind in ("sync", "async", "sync-fresh", "async-fresh"):
+    for kind in ("sync", "async", "sync-fresh", "async-fresh", "tool", "async-tool"):
         for key, label in labels.items():
             name = f"{kind} {key}"
             if name not in res:
@@ -404,9 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     same = max(res["ratio sync trace"], res["ratio async trace"])
     fresh = max(res["ratio sync-fresh trace"], res["ratio async-fresh trace"])
+    tools = max(res["ratio tool tool"], res["ratio async-tool tool"])
     print(
         f"target: @nexagauge.trace (defaults) <= 1.10 x the hand-written span: passages "
-        f"retrieved again {same:.3f}, new texts on every call (worst case) {fresh:.3f}"
+        f"retrieved again {same:.3f}, new texts on every call (worst case) {fresh:.3f}; "
+        f"@nexagauge.tool {tools:.3f}"
     )
     return 0
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
@@ -54,9 +55,26 @@ _DEFINITION = "__nexagauge_tool__"
 class _Spec:
     """What every call of one tool needs, computed at decoration time."""
 
-    __slots__ = ("call_id", "call_id_pos", "params", "skip_first", "span_name")
+    __slots__ = (
+        "call_id",
+        "call_id_pos",
+        "capture_arguments",
+        "capture_result",
+        "names",
+        "params",
+        "simple",
+        "skip_first",
+        "span_name",
+    )
 
-    def __init__(self, fn: Callable[..., Any], call_id_arg: str | None, span_name: str) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        call_id_arg: str | None,
+        span_name: str,
+        capture_arguments: bool,
+        capture_result: bool,
+    ) -> None:
         try:
             sig: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -68,21 +86,31 @@ class _Spec:
         self.call_id = call_id_arg or next((n for n in _CALL_ID_NAMES if n in names), None)
         self.call_id_pos = names.index(self.call_id) if self.call_id in names else None
         self.params = sig
+        self.names = names
+        #: only plain positional-or-keyword parameters: arguments map to names without binding
+        self.simple = sig is not None and all(
+            p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params
+        )
         self.skip_first = bool(names) and names[0] in ("self", "cls")
         #: the name of the tool's spans (before scrubbing), which tells its own call apart
         self.span_name = span_name
+        self.capture_arguments = capture_arguments
+        self.capture_result = capture_result
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by name, without ``self``/``cls`` and the call id."""
-        if self.params is None:
+        if self.simple and len(args) <= len(self.names):
+            out = dict(zip(self.names, args, strict=False))
+            out.update(kwargs)
+        elif self.params is None:
             return {"args": list(args), **kwargs}
-        try:
-            bound = self.params.bind_partial(*args, **kwargs).arguments
-        except TypeError:  # the call itself will raise; record what was passed
-            return {"args": list(args), **kwargs}
-        out = dict(bound)
-        if self.skip_first and out:
-            out.pop(next(iter(out)))
+        else:
+            try:
+                out = dict(self.params.bind_partial(*args, **kwargs).arguments)
+            except TypeError:  # the call itself raises; record what was passed
+                return {"args": list(args), **kwargs}
+        if self.skip_first and args:
+            out.pop(self.names[0], None)
         if self.call_id is not None:
             out.pop(self.call_id, None)
         return out
@@ -105,27 +133,55 @@ def _current(spec: _Spec) -> Call | None:
     return None
 
 
-def _record_call(call: Call, spec: _Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _json(call: Call, value: Any) -> str:
+    """``value`` as JSON text: plain JSON data through the C encoder, anything else through the
+    SDK's converter (secret-looking keys scrubbed there; in plain data the text scrubber's rules
+    catch them, as they catch them in any recorded text)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return as_text(call, value)
+
+
+def _record(
+    call: Call,
+    spec: _Spec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    result: Any,
+) -> None:
+    """Record the call id, arguments and result (``None``: none, or the call failed) on the
+    tool's span: one secret gate over the texts (the common case), else each cut and scrubbed."""
     try:
         attrs: dict[str, Any] = {}
+        texts: dict[str, str] = {}
         cid = spec.call_id_of(args, kwargs)
         if cid is not None:
-            attrs[C.GEN_AI_TOOL_CALL_ID] = call.text(C.GEN_AI_TOOL_CALL_ID, str(cid))
-        if call.state.capture_content and call.meta.capture_input:
-            text = as_text(call, spec.arguments(args, kwargs))
-            attrs[C.GEN_AI_TOOL_CALL_ARGUMENTS] = call.text(C.GEN_AI_TOOL_CALL_ARGUMENTS, text)
-        call.span.set_attributes(attrs)
+            texts[C.GEN_AI_TOOL_CALL_ID] = str(cid)
+        if call.state.capture_content:
+            if spec.capture_arguments:
+                texts[C.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(call, spec.arguments(args, kwargs))
+            if spec.capture_result and result is not None:
+                texts[C.GEN_AI_TOOL_CALL_RESULT] = _json(call, result)
+        if texts:
+            scrubber = call.state.scrubber
+            limit = call.state.max_value_length
+            # a result found clean is remembered like a retrieved passage (it is the agent's
+            # evidence): returned again, it is not scanned again
+            res = texts.get(C.GEN_AI_TOOL_CALL_RESULT)
+            known = res is not None and res in scrubber.known_clean
+            gated = [v for k, v in texts.items() if not (known and k == C.GEN_AI_TOOL_CALL_RESULT)]
+            remember = [res] if res is not None and not known else None
+            if all(len(v) <= limit for v in texts.values()) and scrubber.gate(gated, remember):
+                attrs.update(texts)
+            else:
+                attrs.update({k: call.text(k, v) for k, v in texts.items()})
+        if attrs:
+            call.span.set_attributes(attrs)
     except Exception as exc:
-        internal_error("record tool arguments", exc)
-
-
-def _record_result(call: Call, result: Any) -> None:
-    try:
-        if call.state.capture_content and call.meta.capture_output and result is not None:
-            text = call.text(C.GEN_AI_TOOL_CALL_RESULT, as_text(call, result))
-            call.span.set_attribute(C.GEN_AI_TOOL_CALL_RESULT, text)
-    except Exception as exc:
-        internal_error("record tool result", exc)
+        internal_error("record tool call", exc)
 
 
 @overload
@@ -179,7 +235,7 @@ def tool(
             raise TypeError(f"@nexagauge.tool: {fn!r} is a generator; a tool returns its result")
         tool_name = name or getattr(fn, "__name__", None) or "tool"
         span_name = f"{C.OPERATION_EXECUTE_TOOL} {tool_name}"
-        spec = _Spec(fn, call_id_arg, span_name)
+        spec = _Spec(fn, call_id_arg, span_name, capture_arguments, capture_result)
         static: dict[str, Any] = {C.GEN_AI_TOOL_NAME: tool_name, C.GEN_AI_TOOL_TYPE: "function"}
         if description:
             static[C.GEN_AI_TOOL_DESCRIPTION] = description
@@ -189,9 +245,12 @@ def tool(
                 call = _current(spec)
                 if call is None:
                     return await fn(*args, **kwargs)
-                _record_call(call, spec, args, kwargs)
-                result = await fn(*args, **kwargs)
-                _record_result(call, result)
+                try:
+                    result = await fn(*args, **kwargs)
+                except BaseException:
+                    _record(call, spec, args, kwargs, None)
+                    raise
+                _record(call, spec, args, kwargs, result)
                 return result
 
             inner: Callable[..., Any] = arun
@@ -201,9 +260,12 @@ def tool(
                 call = _current(spec)
                 if call is None:
                     return fn(*args, **kwargs)
-                _record_call(call, spec, args, kwargs)
-                result = fn(*args, **kwargs)
-                _record_result(call, result)
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException:
+                    _record(call, spec, args, kwargs, None)
+                    raise
+                _record(call, spec, args, kwargs, result)
                 return result
 
             inner = run
@@ -211,8 +273,8 @@ def tool(
             name=span_name,
             operation=C.OPERATION_EXECUTE_TOOL,
             context_arg=False,
-            capture_input=capture_arguments,
-            capture_output=capture_result,
+            capture_input=False,  # arguments and result are recorded here, as the tool's
+            capture_output=False,
             attributes=static,
         )(functools.wraps(fn)(inner))
         definition: dict[str, Any] = {"type": "function", "name": tool_name}

@@ -55,6 +55,8 @@ def test_sync_tool_span(sdk_spans: Spans) -> None:
     assert json.loads(a[C.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"order_id": "A-1042"}
     assert json.loads(a[C.GEN_AI_TOOL_CALL_RESULT]) == {"order_id": "A-1042", "status": "shipped"}
     assert span.status.status_code != StatusCode.ERROR
+    # recorded once, as the tool's: never also as a traced call's input/output messages
+    assert C.GEN_AI_INPUT_MESSAGES not in a and C.GEN_AI_OUTPUT_MESSAGES not in a
 
 
 def test_async_tool_span_and_failure(sdk_spans: Spans) -> None:
@@ -67,6 +69,7 @@ def test_async_tool_span_and_failure(sdk_spans: Spans) -> None:
     with pytest.raises(TimeoutError, match="timed out"):
         asyncio.run(policy("boom", cid="c8"))
     failed = sdk_spans.one("execute_tool lookup_policy")
+    assert json.loads(failed.attributes[C.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"topic": "boom"}
     assert failed.status.status_code == StatusCode.ERROR
     assert failed.attributes[C.ERROR_TYPE] == "TimeoutError"
     assert C.GEN_AI_TOOL_CALL_RESULT not in failed.attributes  # no result on failure
@@ -152,3 +155,18 @@ def test_bad_uses_fail_at_decoration() -> None:
         nexagauge.trace(tools="lookup_order")(lambda q: q)
     with pytest.raises(TypeError, match="tools"):
         nexagauge.trace(tools=[3])(lambda q: q)
+
+
+def test_long_values_are_cut_and_unserialisable_values_converted(sdk_spans: Spans) -> None:
+    reconfigure(sdk_spans, max_value_length=64)
+
+    @nexagauge.tool
+    def echo(payload: Any, *rest: Any, **options: Any) -> Any:
+        return {"when": __import__("datetime").date(2026, 1, 2), "n": len(str(payload))}
+
+    echo("x" * 500, 1, flag=True)
+    span = sdk_spans.one("execute_tool echo")
+    args = span.attributes[C.GEN_AI_TOOL_CALL_ARGUMENTS]
+    assert args.startswith('{"payload": "xxx') and len(args) < 200
+    assert span.attributes[C.NG_ORIGINAL_LENGTH_PREFIX + C.GEN_AI_TOOL_CALL_ARGUMENTS] > 500
+    assert json.loads(span.attributes[C.GEN_AI_TOOL_CALL_RESULT]) == {"when": "2026-01-02", "n": 500}
