@@ -249,12 +249,15 @@ async def _run(
     field_map: dict[str, str],
     bounds: dict[str, float],
 ) -> int:
+    from nexagauge.cli._scrub import RunScrub
     from nexagauge.graph.runtime import NO_JUDGE, Runtime
     from nexagauge.io.readers import ReaderError
 
     rt = Runtime.create(settings, use_cache=False if args.no_cache else None)
     try:
         ex = make_executor(rt, plan_, args.concurrency, field_map)
+        scrub = RunScrub(settings)  # run.scrub / run.scrub_pii: before any judge, cache, file
+        scrub.announce(settings, rt.judge_kind)
         out = Path(args.output_dir)
         _prepare_output(out)
         started = datetime.now(UTC)
@@ -276,7 +279,7 @@ async def _run(
         ) as errors:
             sink = ReportSink(out, errors, verbose=getattr(args, "verbose", 0) > 0)
             try:
-                async for res in ex.run_records(reader):
+                async for res in ex.run_records(scrub.records(reader, field_map, settings.rubrics)):
                     line = reader.pop_line(res.index)
                     if res.ok:
                         sink.case(res, line, plan_.target)

@@ -103,6 +103,10 @@ class CaseScrubber:
         """:func:`describe` of this scrubber."""
         return describe(self.secrets, self.pii)
 
+    def scrub_text(self, text: str) -> str:
+        """One text on its own (an error message that echoes a value), numbered within itself."""
+        return self._scrubber.relabel(text, _Numbering()) if self.active else text
+
     def scrub(self, case: EvalCase) -> EvalCase:
         """``case`` with every text scrubbed (the same object when nothing needed it)."""
         if not self.active:
