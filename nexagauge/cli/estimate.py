@@ -118,15 +118,17 @@ async def _estimate(
     *,
     use_cache: bool = True,
 ) -> dict[str, Any]:
+    from nexagauge.cli._scrub import RunScrub
     from nexagauge.cli.main import CliError
     from nexagauge.graph.demand import unused_judge_nodes
     from nexagauge.graph.node import NodeContext
     from nexagauge.graph.runtime import Runtime
     from nexagauge.io.readers import ReaderError
     from nexagauge.nodes import load_node
-    from nexagauge.schema.case import RecordError, parse_record
+    from nexagauge.schema.case import RecordError
 
     rt = Runtime.create(settings, use_cache=False if not use_cache else None)
+    scrub = RunScrub(settings)
     topo = plan_.topology
     try:
         nodes = {n: load_node(n) for n in plan_.nodes}
@@ -140,13 +142,13 @@ async def _estimate(
     bad: list[dict[str, Any]] = []
     input_error = None
     try:
-        for index, raw in reader:
+        for index, raw in scrub.records(reader, field_map, settings.rubrics):
             records += 1
             line = reader.pop_line(index)
             try:
                 if isinstance(raw, Exception):
                     raise raw
-                case = parse_record(raw, index, field_map, rubrics=settings.rubrics)
+                case = raw  # parsed and scrubbed (run.scrub): counts what a run would send
             except RecordError as e:
                 failed += 1
                 bad.append({"index": index, "line": line, "reason": str(e)})
