@@ -16,6 +16,8 @@ from nexagauge.emit.view import MetricView
 from nexagauge.sdk import conventions as C
 
 _ELLIPSIS = "…"
+#: most source labels one result record lists per kind (supported / contradicted)
+MAX_SOURCES = 32
 
 
 def bounded(text: str | None, limit: int) -> str | None:
@@ -52,4 +54,8 @@ def result_attributes(
             attrs[C.GEN_AI_EVALUATION_EXPLANATION] = text
     if m.failed:
         attrs[C.ERROR_TYPE] = m.error_type or "_OTHER"
+    if m.supported_by:
+        attrs[C.NG_EVALUATION_SUPPORTED_BY] = list(m.supported_by[:MAX_SOURCES])
+    if m.contradicted_by:
+        attrs[C.NG_EVALUATION_CONTRADICTED_BY] = list(m.contradicted_by[:MAX_SOURCES])
     return attrs

@@ -53,6 +53,10 @@ class MetricView:
     accepted: int = 0
     rejected: int = 0
     explanation: str | None = None
+    #: context sources (``tool:lookup_order#call_1``, ``doc:kb-7``) that supported / contradicted
+    #: a claim of a grounding metric, de-duplicated, in claim order
+    supported_by: tuple[str, ...] = ()
+    contradicted_by: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -151,6 +155,17 @@ def verdict_counts(result: list[Any]) -> tuple[int, int]:
     return acc, rej
 
 
+def claim_sources(result: list[Any], label: str) -> tuple[str, ...]:
+    """The ``source`` of every claim verdict with ``label`` (``supported``, ``contradicted``),
+    de-duplicated in claim order."""
+    out = [
+        x["source"]
+        for x in result
+        if isinstance(x, Mapping) and x.get("label") == label and isinstance(x.get("source"), str)
+    ]
+    return tuple(dict.fromkeys(out))
+
+
 def explanation_of(result: list[Any]) -> str | None:
     """The reasoning of a metric (its trailing ``{"reasoning": ...}`` entry), if any."""
     for item in reversed(result):
@@ -213,15 +228,12 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
             outputs[name] = o.output
     view.cost = CostEstimate.total(list(view.node_costs.values()))
 
-    def details(node: str, metric: str) -> tuple[int, int, str | None]:
+    def details(node: str, metric: str) -> list[Any]:
         out = outputs.get(node)
-        if out is None:
-            return 0, 0, None
-        for m in out.metrics:
+        for m in out.metrics if out is not None else ():
             if m.name == metric:
-                acc, rej = verdict_counts(m.result)
-                return acc, rej, explanation_of(m.result)
-        return 0, 0, None
+                return m.result
+        return []
 
     seen: set[str] = set()
 
@@ -235,7 +247,8 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
         view.judge = summary.judge
         view.judge_model = summary.judge_model
         for em in summary.metrics:
-            acc, rej, why = details(em.node, em.name)
+            res = details(em.node, em.name)
+            acc, rej = verdict_counts(res)
             view.metrics.append(
                 MetricView(
                     name=unique(em.node, em.name),
@@ -246,7 +259,9 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
                     passed=em.passed,
                     accepted=acc,
                     rejected=rej,
-                    explanation=why,
+                    explanation=explanation_of(res),
+                    supported_by=claim_sources(res, "supported"),
+                    contradicted_by=claim_sources(res, "contradicted"),
                 )
             )
         return view
@@ -278,6 +293,8 @@ def evaluation_view(result: CaseResult, run: Any = None) -> EvaluationView:
                     accepted=acc,
                     rejected=rej,
                     explanation=explanation_of(m.result),
+                    supported_by=claim_sources(m.result, "supported"),
+                    contradicted_by=claim_sources(m.result, "contradicted"),
                 )
             )
     return view

@@ -46,6 +46,7 @@ class SkipReason(StrEnum):
     NOTHING_TO_JUDGE = "nothing_to_judge"
     NOT_NEEDED = "not_needed"
     PREREQUISITE_FAILED = "prerequisite_failed"
+    TOOL_RESULTS_MISSING = "tool_results_missing"
     # -- a whole evaluation (online) -------------------------------------------------------
     RATE_LIMIT = "rate_limit"
     BUDGET_HOUR = "budget_hour"
@@ -72,6 +73,8 @@ DESCRIPTIONS: Final[dict[SkipReason, str]] = {
     SkipReason.NOTHING_TO_JUDGE: "nothing to judge (no claims in the output, no rubrics)",
     SkipReason.NOT_NEEDED: "no planned metric reads this node's output for this case",
     SkipReason.PREREQUISITE_FAILED: "a node the metric needs failed (its error is reported)",
+    SkipReason.TOOL_RESULTS_MISSING: "the answer came after tool calls whose results were not "
+    "captured (opt-in in the GenAI conventions): grounding would judge it against nothing",
     SkipReason.RATE_LIMIT: "the evaluations-per-second limit refused the evaluation",
     SkipReason.BUDGET_HOUR: "the hourly USD judge budget is spent",
     SkipReason.BUDGET_DAY: "the daily USD judge budget is spent",
@@ -97,6 +100,7 @@ METRIC_SKIPS: Final = (
     SkipReason.NOTHING_TO_JUDGE,
     SkipReason.NOT_NEEDED,
     SkipReason.PREREQUISITE_FAILED,
+    SkipReason.TOOL_RESULTS_MISSING,
 )
 EVALUATION_SKIPS: Final = tuple(
     r for r in SkipReason if r not in METRIC_SKIPS and r is not SkipReason.OTHER
@@ -106,6 +110,8 @@ _VALUES: Final = {r.value: r for r in SkipReason}
 _PREREQUISITE = re.compile(r"^[a-z_]+ (skipped|failed): (.*)$", re.S)
 #: "no <what>" texts of nodes that found nothing to judge (the rest of "no ..." is a missing field)
 _NOTHING = ("no claims", "no redteam rubrics", "no verdicts")
+#: how the grounding node's skip text for uncaptured tool results begins
+TOOL_RESULTS_NOT_CAPTURED = "tool results not captured"
 
 
 def skip_code(reason: str | None) -> SkipReason:
@@ -130,6 +136,8 @@ def skip_code(reason: str | None) -> SkipReason:
         return SkipReason.NO_JUDGE
     if text == NEEDS_LLM:
         return SkipReason.JUDGE_UNSUPPORTED
+    if text.startswith(TOOL_RESULTS_NOT_CAPTURED):
+        return SkipReason.TOOL_RESULTS_MISSING
     if text.startswith("not eligible"):
         return SkipReason.NOT_ELIGIBLE
     if text.startswith("not needed") or text.startswith("method "):

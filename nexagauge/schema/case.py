@@ -40,6 +40,7 @@ from nexagauge.schema.knobs import (
 )
 from nexagauge.schema.rawvalue import RecordError, as_text, check_record, value_problem
 from nexagauge.schema.rubrics import RubricLibrary, select_rubrics
+from nexagauge.schema.toolrecords import TOOL_FIELDS, add_agent, doc_labels
 from nexagauge.schema.tools import AgentRun
 
 #: names importable from here (the knob models live in :mod:`nexagauge.schema.knobs`, the
@@ -251,6 +252,8 @@ def _conversation(
                 case_id=case_id,
             )
         role = m["role"].lower()
+        if role in _ROLE_ASSISTANT and m.get("tool_calls"):
+            continue  # an agent step (tool calls, maybe with preamble text): never a turn
         content = m.get("content")
         if isinstance(content, list):  # parts layout
             content = _parts_text(content, f"{field}[{i}].content", index, case_id)
@@ -400,6 +403,11 @@ def parse_record(
             docs = _context_docs(ctx, src or "context", index, case_id_hint)
             values["context_documents"] = docs
             values["context"] = CONTEXT_SEPARATOR.join(docs) if docs else None
+            labels = doc_labels(ctx)
+            if len(labels) == len(docs):
+                values["_doc_labels"] = labels
+
+        add_agent(record, index, case_id_hint, values, CONTEXT_SEPARATOR)
 
         src, ref = _pick(record, "reference", field_map, index)
         if ref is not None:
@@ -427,6 +435,7 @@ def parse_record(
         values["explicit_blocks"] = tuple(explicit)
 
         known = {a for aliases in FIELD_ALIASES.values() for a in aliases} | set(KNOB_BLOCKS)
+        known |= set(TOOL_FIELDS)
         known |= set(field_map.values())
         meta = record.get("metadata")
         metadata: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
@@ -435,6 +444,7 @@ def parse_record(
                 metadata[k] = v
         values["metadata"] = metadata
         values["warnings"] = tuple(warnings)
+        values.pop("_doc_labels", None)
 
         if raw_id is not None:
             if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):

@@ -112,13 +112,17 @@ class ClaimVerdict(Claim):
 
     ``label`` refines the verdict where the judge distinguishes more than yes/no
     (grounding: ``supported`` / ``not_supported`` / ``contradicted``; relevance: ``yes/no/idk``);
-    ``reason`` is the per-claim explanation when reasoning was requested.
+    ``reason`` is the per-claim explanation when reasoning was requested; ``source`` (grounding)
+    the label of the context document that supports or contradicts the claim (``doc:kb-7``,
+    ``tool:lookup_order#call_1``; :mod:`nexagauge.judge.attribution`), when the context's
+    documents are labelled.
     """
 
     verdict: Verdict
     raw_score: int | float
     label: str | None = None
     reason: str | None = None
+    source: str | None = None
 
 
 class MetricResult(_Model):

@@ -244,6 +244,12 @@ NG_EVALUATION_COST_USD: Final = "nexagauge.evaluation.cost_usd"
 NG_EVALUATION_INPUT_TOKENS: Final = "nexagauge.evaluation.input_tokens"
 #: Judge output (completion) tokens of the evaluation (int): every judge call made for it, once.
 NG_EVALUATION_OUTPUT_TOKENS: Final = "nexagauge.evaluation.output_tokens"
+#: String array (on a grounding ``gen_ai.evaluation.result``): the context sources that
+#: supported a claim (``tool:lookup_order#call_1``, ``doc:kb-7``), de-duplicated.
+NG_EVALUATION_SUPPORTED_BY: Final = "nexagauge.evaluation.supported_by"
+#: String array (on a grounding ``gen_ai.evaluation.result``): the context sources that
+#: contradicted a claim, de-duplicated.
+NG_EVALUATION_CONTRADICTED_BY: Final = "nexagauge.evaluation.contradicted_by"
 #: Evaluation status: ``ok`` or ``failed``.
 NG_EVALUATION_STATUS: Final = "nexagauge.evaluation.status"
 #: Agent signals on the evaluation span (nexagauge.nodes.agent_signals): prefix of
