@@ -57,17 +57,39 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nexagauge.emit.agent_records import signal_records, span_attributes
 from nexagauge.emit.dedupe import DedupeJournal, DedupeWindow, EmittedKeyStore, key_hash
 from nexagauge.emit.prometheus import EvaluatorMetrics
 from nexagauge.emit.spans import EvaluationSpanWriter
 from nexagauge.emit.target import EvaluationTarget
 from nexagauge.emit.view import EvaluationView, MetricView, evaluation_view
 from nexagauge.graph.executor import CaseResult
+from nexagauge.nodes.agent_signals import AgentSignals, AgentSignalsMetrics
 
 log = logging.getLogger(__name__)
 
 #: pseudo-metric of the per-evaluation records (evaluations, latency, cost, span)
 EVALUATION_KEY = "*"
+#: pseudo-metric of an agent run's signals (records on the agent span, agent series)
+AGENT_SIGNALS_KEY = "agent_signals"
+
+
+def run_signals(result: CaseResult) -> AgentSignals | None:
+    """The agent signals the graph computed for a case (``None``: not an agent case)."""
+    o = result.outcomes.get("agent_signals")
+    if o is not None and o.status == "ok" and isinstance(o.output, AgentSignalsMetrics):
+        return o.output.signals
+    return None
+
+
+def tool_grounded_agent(result: CaseResult) -> tuple[str | None] | None:
+    """``(agent name,)`` when the case is an agent answer whose context holds a tool result."""
+    case = result.case
+    if case is None or case.agent is None:
+        return None
+    if not any(src.startswith("tool:") for src in case.context_sources):
+        return None
+    return (case.agent.agent,)
 
 
 def _metric_hash(target: EvaluationTarget, m: MetricView) -> str:
@@ -140,6 +162,7 @@ class Emitter:
         self._loaded = self.journal is None
         self._load_lock = asyncio.Lock()
         self._busy: dict[str, asyncio.Future[None]] = {}
+        self._signals_busy: set[str] = set()
 
     @classmethod
     def from_settings(
@@ -226,17 +249,20 @@ class Emitter:
         try:
             now = self.clock()
             if new_eval:
+                signals = run_signals(case_result)
                 await self.spans.export(
                     target,
                     view,
                     start_ns=started_ns,
                     end_ns=int(now * 1e9),
                     judge_model=self._judge_label(view),
+                    extra_attributes=span_attributes(signals) if signals is not None else None,
                 )
             # Shielded: once the span is durable, cancelling emit() (drain deadline) must not
             # leave the keys recorded but uncounted, or counted but unrecorded.
+            grounded = tool_grounded_agent(case_result)
             return await asyncio.shield(
-                self._commit(target, view, new_eval, new_metrics, hashes, now, origin)
+                self._commit(target, view, new_eval, new_metrics, hashes, now, origin, grounded)
             )
         finally:
             self._busy.pop(eval_h, None)
@@ -254,7 +280,16 @@ class Emitter:
         hashes: list[str],
         now: float,
         origin: Any,
+        grounded: tuple[str | None] | None = None,
     ) -> bool:
+        if not await self._keep(target, hashes, origin):
+            return False
+        self._record(target, view, new_eval, new_metrics, now, grounded)
+        return True
+
+    async def _keep(self, target: EvaluationTarget, hashes: list[str], origin: Any) -> bool:
+        """Record ``hashes`` durably (store or journal) and in the window; ``False`` when the
+        store refused them (the partition moved: its new owner counts them)."""
         if self.store is not None:
             if not await self.store.mark(hashes, origin):
                 log.info(
@@ -272,8 +307,40 @@ class Emitter:
                 )
         for h in hashes:
             self.window.add_hash(h)
-        self._record(target, view, new_eval, new_metrics, now)
         return True
+
+    async def emit_signals(
+        self, target: EvaluationTarget, signals: AgentSignals, *, origin: Any = None
+    ) -> bool:
+        """Record one agent run's signals once: ``gen_ai.evaluation.result`` records in the
+        context of ``target`` (the agent span; :mod:`nexagauge.emit.agent_records`), then the
+        agent series (:mod:`nexagauge.emit.agent_metrics`). Called for every agent run, sampled
+        or not; deduplicated like an evaluation (key: trace, span, ``agent_signals``, the
+        target's fingerprint), so a redelivered trace counts nothing again. Returns whether this
+        call counted them.
+
+        Records go out only with ``emit.result_events = "logs"`` (there is no evaluation span
+        to carry span events for an unsampled run); the series always.
+        """
+        await self.start()
+        h = key_hash(target.dedupe_key(AGENT_SIGNALS_KEY))
+        if h in self._signals_busy or self._seen(h):
+            return False
+        self._signals_busy.add(h)
+        try:
+            if not await asyncio.shield(self._keep(target, [h], origin)):
+                return False
+            events = self.spans.events
+            try:
+                if events is not None:
+                    at = int(self.clock() * 1e9)
+                    events.write_attributes(target, signal_records(signals), at)
+            except Exception:  # best effort like the result records of an evaluation
+                log.exception("agent signal records of %s could not be written", target.case_id)
+            self.metrics.agents.record(signals)
+            return True
+        finally:
+            self._signals_busy.discard(h)
 
     def _judge_model(self, node: str, view: EvaluationView) -> str | None:
         if view.judge == "local":
@@ -301,6 +368,7 @@ class Emitter:
         new_eval: bool,
         new_metrics: list[MetricView],
         now: float,
+        grounded: tuple[str | None] | None = None,
     ) -> None:
         m = self.metrics
         labels = m.labels_for(target.service, target.span_name, target.model)
@@ -311,6 +379,8 @@ class Emitter:
         for mv in new_metrics:
             if mv.score is not None:
                 m.record_score(mv.name, labels, mv.score, target.trace_id, target.span_id)
+                if grounded is not None and mv.node == "grounding":
+                    m.agents.record_grounding(grounded[0], mv.score)
             if mv.accepted or mv.rejected:  # a claim-based metric: both verdicts, even at 0
                 m.record_claims(mv.name, labels, "ACCEPTED", mv.accepted)
                 m.record_claims(mv.name, labels, "REJECTED", mv.rejected)

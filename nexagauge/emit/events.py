@@ -40,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
 
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -132,12 +132,23 @@ class EvaluationEventWriter(otlp.ExportingWriter[InMemoryLogRecordExporter]):
 
         Non-blocking with the batch processor (records are queued for the export thread).
         """
+        return self.write_attributes(target, [self.result_attributes(m) for m in metrics], at_ns)
+
+    def write_attributes(
+        self,
+        target: EvaluationTarget,
+        records: Sequence[Mapping[str, Any]],
+        at_ns: int | None = None,
+    ) -> int:
+        """Emit one ``gen_ai.evaluation.result`` record per attribute set in ``records`` (built
+        by the caller: metrics above, agent signals in :mod:`nexagauge.emit.agent_records`) in
+        the context of ``target``'s span; returns how many."""
         self._check_open()
-        if self.exporter is None or not metrics:
+        if self.exporter is None or not records:
             return 0
         when = at_ns if at_ns is not None else time.time_ns()
         ctx = otlp.evaluated_context(target)
-        for m in metrics:
+        for attrs in records:
             self.logger.emit(
                 LogRecord(
                     timestamp=when,
@@ -146,7 +157,7 @@ class EvaluationEventWriter(otlp.ExportingWriter[InMemoryLogRecordExporter]):
                     severity_number=SeverityNumber.INFO,
                     severity_text="INFO",
                     event_name=C.GEN_AI_EVALUATION_RESULT_EVENT,
-                    attributes=self.result_attributes(m),
+                    attributes=dict(attrs),
                 )
             )
-        return len(metrics)
+        return len(records)

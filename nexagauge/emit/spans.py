@@ -45,7 +45,7 @@ import asyncio
 import contextvars
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -122,6 +122,8 @@ class WriteOptions(TypedDict, total=False):
     start_ns: int | None
     end_ns: int | None
     judge_model: str | None
+    #: more attributes of the evaluation span (the agent signals: ``nexagauge.evaluation.agent.*``)
+    extra_attributes: Mapping[str, Any] | None
 
 
 class SpanExportError(RuntimeError):
@@ -222,6 +224,7 @@ class EvaluationSpanWriter(ExportingWriter[InMemorySpanExporter]):
         start_ns: int | None = None,
         end_ns: int | None = None,
         judge_model: str | None = None,
+        extra_attributes: Mapping[str, Any] | None = None,
     ) -> str:
         """Start and end the evaluation span of ``target``; returns its span id (16 hex).
 
@@ -233,13 +236,16 @@ class EvaluationSpanWriter(ExportingWriter[InMemorySpanExporter]):
         start = min(start, end)
         sid = evaluation_span_id(target.trace_id, target.span_id, target.config_fingerprint)
         ctx = evaluated_context(target)
+        attributes = self._attributes(target, view, judge_model)
+        if extra_attributes:
+            attributes.update(extra_attributes)
         token = _forced_span_id.set(sid)
         try:
             span = self.tracer.start_span(
                 C.NG_EVALUATION_SPAN_NAME,
                 context=ctx,
                 kind=SpanKind.INTERNAL,
-                attributes=self._attributes(target, view, judge_model),
+                attributes=attributes,
                 start_time=start,
             )
         finally:

@@ -169,4 +169,7 @@ def test_long_values_are_cut_and_unserialisable_values_converted(sdk_spans: Span
     args = span.attributes[C.GEN_AI_TOOL_CALL_ARGUMENTS]
     assert args.startswith('{"payload": "xxx') and len(args) < 200
     assert span.attributes[C.NG_ORIGINAL_LENGTH_PREFIX + C.GEN_AI_TOOL_CALL_ARGUMENTS] > 500
-    assert json.loads(span.attributes[C.GEN_AI_TOOL_CALL_RESULT]) == {"when": "2026-01-02", "n": 500}
+    assert json.loads(span.attributes[C.GEN_AI_TOOL_CALL_RESULT]) == {
+        "when": "2026-01-02",
+        "n": 500,
+    }
