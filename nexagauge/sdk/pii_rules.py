@@ -22,7 +22,8 @@ rule                      recognises
                           national numbers with a trunk ``0`` and grouping (``020 7946 0958``,
                           ``01 23 45 67 89``, ``030-1234567``), and any 8-15 digits after a word such as
                           ``phone``, ``tel``, ``mobile``, ``call``
-``ip_address``            IPv4 (each part 0-255) and IPv6 (validated by :mod:`ipaddress`)
+``ip_address``            IPv4 (each part 0-255) and IPv6 (validated by :mod:`ipaddress`); not the
+                          loopback and unspecified addresses (``127.0.0.1``, ``::1``, ``0.0.0.0``)
 ========================  ================================================================================
 
 Left alone on purpose: version strings (``v1.2.3``, ``10.0.19045``), dates and times
@@ -155,10 +156,18 @@ def phone_ok(text: str) -> bool:
     return _DATE.match(start) is None
 
 
+def _ipv4_ok(text: str) -> bool:
+    """Not this machine's own (loopback, unspecified): a service's address, nobody's data."""
+    address = ipaddress.IPv4Address(text)
+    return not (address.is_loopback or address.is_unspecified)
+
+
 def _ipv6_ok(text: str) -> bool:
     try:
-        ipaddress.IPv6Address(text)
+        address = ipaddress.IPv6Address(text)
     except ValueError:
+        return False
+    if address.is_loopback or address.is_unspecified:
         return False
     groups = [g for g in text.split(":") if g]
     # two real groups at least and a digit: "a::b", "dead::beef" or a C++ scope are not addresses
@@ -236,6 +245,7 @@ PII_RULES: tuple[ScrubRule, ...] = (
     ScrubRule(
         "ip_address",
         r"(?<![\w.:])(?<![vV])(?:" + _OCTET + r"\.){3}" + _OCTET + r"(?![\w.]|\.\d)",
+        check=_ipv4_ok,
         min_digits=4,
         raw_triggers=(".",),
     ),

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexagauge.schema.case import EvalCase, parse_record
-from nexagauge.schema.scrub import CaseScrubber, describe
-from nexagauge.schema.tools import AgentRun, ToolCall
-from tests.support.sensitive import (
+from support.sensitive import (
     PERSONAL,
     PERSONAL_FRAGMENTS,
     SECRET_FRAGMENTS,
@@ -16,6 +13,10 @@ from tests.support.sensitive import (
     SENTENCES,
     leaks,
 )
+
+from nexagauge.schema.case import EvalCase, parse_record
+from nexagauge.schema.scrub import CaseScrubber, describe
+from nexagauge.schema.tools import AgentRun, ToolCall
 
 KEY = SECRETS["openai_key"]
 MAIL = PERSONAL["email"]

@@ -13,13 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from nexagauge.graph.executor import CaseResult, NodeOutcome
-from nexagauge.online.conversations.turns import TurnPublisher
-from nexagauge.online.delivery import redact
-from nexagauge.online.ingest.extract import extract_cases_with_errors
-from nexagauge.sdk import conventions as C
-from tests.support.sensitive import (
+from support.sensitive import (
     PERSONAL,
     PERSONAL_FRAGMENTS,
     SECRET_FRAGMENTS,
@@ -27,6 +21,12 @@ from tests.support.sensitive import (
     SENTENCES,
     leaks,
 )
+
+from nexagauge.graph.executor import CaseResult, NodeOutcome
+from nexagauge.online.conversations.turns import TurnPublisher
+from nexagauge.online.delivery import redact
+from nexagauge.online.ingest.extract import extract_cases_with_errors
+from nexagauge.sdk import conventions as C
 
 from .otlp import rand_tid, sid, span, traces_request
 from .test_stage import TP, Clock, Emitter, Producer, make_stage, record, settle
