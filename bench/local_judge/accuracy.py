@@ -19,9 +19,9 @@ Calibration relevance rows whose question a held-out case also asks are left out
 Claims are judged the way the nodes do it: one call per case with the answer's sentences in
 answer order (so a sentence can lean on the one before). Fully offline::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py             # held-out table
-    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate # refit on calibration
-    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --json      # machine-readable
+    HF_HUB_OFFLINE=1 python bench/local_judge/accuracy.py             # held-out table
+    HF_HUB_OFFLINE=1 python bench/local_judge/accuracy.py --calibrate # refit on calibration
+    HF_HUB_OFFLINE=1 python bench/local_judge/accuracy.py --json      # machine-readable
 
 ``--calibrate`` fits the decision models (:func:`nexagauge.judge.local.calibrate.fit_linear`)
 on the *calibration* halves only and prints them; the held-out halves are for reporting.
@@ -47,12 +47,12 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 sys.path.insert(0, str(ROOT / "bench"))
 SETS = ("v1", "v2", "v3", "v5")
 #: training sets written, measured and not used: ``--with-set v8`` (``v9``) trains and
-#: calibrates on them too (docs/local-judge.md, "Training set v8", "v9"); the shipped judge
+#: calibrates on them too (bench/local_judge/RECORD.md, "Training set v8", "v9"); the shipped judge
 #: never has
 CANDIDATE_SETS = ("v8", "v9")
 #: accuracy the held-out halves must reach (issue 17: >= 0.88 on text unlike the calibration set)
@@ -61,9 +61,9 @@ TARGET_ACCURACY = 0.88
 TARGET_V1_CLEAR = 0.85
 
 import numpy as np  # noqa: E402
-from local_judge_eval import SETS as EVAL_SETS  # noqa: E402
-from local_judge_eval import set_dir  # noqa: E402
 
+from local_judge.eval import SETS as EVAL_SETS  # noqa: E402
+from local_judge.eval import set_dir  # noqa: E402
 from nexagauge.judge.local.calibrate import BinaryStats, binary_stats, fit_linear, wilson  # noqa: E402
 from nexagauge.judge.local.ce import RelevanceCrossEncoder  # noqa: E402
 from nexagauge.judge.local.decide import (  # noqa: E402
@@ -81,8 +81,8 @@ from nexagauge.judge.local.judge import LocalJudge  # noqa: E402
 POSITIVE = {"relevance": "on_topic", "grounding": "supported"}
 
 
-#: every set with held-out rows: v1 and the sets ``local_judge_eval`` evaluates (the test-only
-#: ones, ``local_judge_eval.TEST_ONLY``, are held out entirely)
+#: every set with held-out rows: v1 and the sets ``local_judge.eval`` evaluates (the test-only
+#: ones, ``local_judge.eval.TEST_ONLY``, are held out entirely)
 HELD_OUT_SETS = ("v1", *EVAL_SETS)
 #: two questions this alike (Jaccard of their content-word stems) count as one question asked
 #: twice. At 0.4 "How do I cache node_modules in GitHub Actions?" meets "How do I cache npm
@@ -114,7 +114,7 @@ def same_question(a: frozenset[str], b: frozenset[str]) -> bool:
 
 def _read_rows(dataset: str, task: str) -> list[dict[str, Any]]:
     """Rows of one set and task as written (``[]`` where the set has no labels for the task);
-    where a set's files are is decided once, by ``local_judge_eval.set_dir`` (v1, the first
+    where a set's files are is decided once, by ``local_judge.eval.set_dir`` (v1, the first
     set, is ``tests/data/<task>_pairs.jsonl``)."""
     path = DATA / f"{task}_pairs.jsonl" if dataset == "v1" else set_dir(dataset) / f"{task}.jsonl"
     if not path.is_file():
@@ -157,7 +157,7 @@ def load_rows(dataset: str, task: str) -> list[dict[str, Any]]:
 
 
 #: the relevance cross-encoder's out-of-fold scores of the calibration rows
-#: (``bench/local_judge_train_ce.py``)
+#: (``bench/local_judge/train_ce.py``)
 CE_OOF = DATA / "local_judge_ce_oof.tsv"
 
 
@@ -194,7 +194,7 @@ class OutOfFold(RelevanceCrossEncoder):
             if r["split"] == "calibration":
                 if r["id"] not in oof:
                     raise KeyError(f"{r['id']}: no out-of-fold score in {CE_OOF.name}; "
-                                   "rerun bench/local_judge_train_ce.py")  # fmt: skip
+                                   "rerun bench/local_judge/train_ce.py")  # fmt: skip
                 self.known[(r["question"], r["claim"])] = oof[r["id"]]
         for r in rows:
             if r["split"] != "calibration" and (r["question"], r["claim"]) in self.known:
@@ -361,7 +361,7 @@ def errors(prep: Prepared, thr: LocalThresholds, split: str = "heldout") -> list
     return out
 
 
-DECIDE = ROOT / "nexagauge" / "judge" / "local_decide.py"
+DECIDE = ROOT / "nexagauge" / "judge" / "local" / "decide.py"
 
 
 def _model_source(m: Any) -> str:
@@ -370,7 +370,7 @@ def _model_source(m: Any) -> str:
 
 
 def write_calibrated(thr: LocalThresholds) -> None:
-    """Replace the ``CALIBRATED = ...`` block of ``local_decide.py`` with ``thr`` (after the
+    """Replace the ``CALIBRATED = ...`` block of ``nexagauge/judge/local/decide.py`` with ``thr`` (after the
     labelled data grew: the calibration test fails until the shipped models are refitted)."""
     src = DECIDE.read_text("utf-8")
     start = src.index("CALIBRATED = LocalThresholds(")
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calibrate", action="store_true", help="refit on the calibration halves")
     ap.add_argument("--write", action="store_true",
-                    help="with --calibrate: write the fitted models into local_decide.py")  # fmt: skip
+                    help="with --calibrate: write the fitted models into nexagauge/judge/local/decide.py")  # fmt: skip
     ap.add_argument("--errors", action="store_true", help="list misjudged rows of --split")
     ap.add_argument("--split", default="heldout", choices=["heldout", "calibration"])
     ap.add_argument("--json", action="store_true")

@@ -17,10 +17,10 @@ them whatever it says. This script reports, per set and task:
 
 Fully offline::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_agreement.py            # markdown table
-    HF_HUB_OFFLINE=1 python bench/local_judge_agreement.py --json out.json
+    HF_HUB_OFFLINE=1 python bench/local_judge/agreement.py            # markdown table
+    HF_HUB_OFFLINE=1 python bench/local_judge/agreement.py --json out.json
 
-``tests/local/test_calibration.py`` recomputes the table and checks that ``docs/local-judge.md``
+``tests/local/test_calibration.py`` recomputes the table and checks that ``bench/local_judge/RECORD.md``
 shows the same numbers.
 """
 
@@ -38,17 +38,16 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import local_judge_accuracy as lja  # noqa: E402
-from local_judge_eval import SETS, cohen_kappa  # noqa: E402
-
+from local_judge import accuracy as lja  # noqa: E402
+from local_judge.eval import SETS, cohen_kappa  # noqa: E402
 from nexagauge.judge.local.calibrate import wilson  # noqa: E402
 from nexagauge.judge.local.decide import CALIBRATED, LocalThresholds  # noqa: E402
 
 # SETS: the sets that have a second labelling of their held-out half, which are the sets
-# ``local_judge_eval`` evaluates (the test-only ones are held out whole)
+# ``local_judge.eval`` evaluates (the test-only ones are held out whole)
 TASKS = ("relevance", "grounding")
 
 
@@ -159,7 +158,7 @@ def compare(
 
 
 def agreement(prep: lja.Prepared, thr: LocalThresholds = CALIBRATED) -> list[Agreement]:
-    """The table, from features computed by :func:`local_judge_accuracy.prepare` (the sets
+    """The table, from features computed by :func:`local_judge.accuracy.prepare` (the sets
     ``prep`` holds)."""
     out = []
     for dataset in [d for d in SETS if any(r["set"] == d for r in prep.rows["relevance"])]:

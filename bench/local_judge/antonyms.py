@@ -5,10 +5,10 @@ its verdicts never depend on the host. This module reads the direct antonym pair
 pointers) of a WordNet 3.0 ``dict`` directory (Debian's ``wordnet-base``:
 ``/usr/share/wordnet``), keeps single words, and matches claim and evidence words through a
 light lemmatiser (suffix rules plus WordNet's exception lists). :func:`install` makes the
-judge use them on top of the built-in list, for ``bench/local_judge_probe.py --probe
+judge use them on top of the built-in list, for ``bench/local_judge/probe.py --probe
 antonyms``; nothing in the package imports it.
 
-Measured (docs/local-judge.md): not adopted.
+Measured (bench/local_judge/RECORD.md): not adopted.
 """
 
 from __future__ import annotations

@@ -9,16 +9,16 @@ per task: accuracy with a 95% Wilson interval, Cohen's kappa, precision/recall o
 label, and accuracy with its interval per ``kind`` and per shape of the answer
 (:func:`answer_shapes`). Fully offline::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py                      # held-out split
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --split calibration  # the other half
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --errors --json out.json
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v3             # the third set
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v4             # test only
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v6             # test only too
-    HF_HUB_OFFLINE=1 python bench/local_judge_eval.py --set v7             # and v7
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py                      # held-out split
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py --split calibration  # the other half
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py --errors --json out.json
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py --set v3             # the third set
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py --set v4             # test only
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py --set v6             # test only too
+    HF_HUB_OFFLINE=1 python bench/local_judge/eval.py --set v7             # and v7
 
 The held-out split is for reporting only: calibrate on ``--split calibration`` (see
-:func:`load`). The numbers in ``docs/local-judge.md`` ("Evaluation set v2") come from this script.
+:func:`load`). The numbers in ``bench/local_judge/RECORD.md`` ("Evaluation set v2") come from this script.
 """
 
 from __future__ import annotations
@@ -39,16 +39,16 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "local_judge_v2"
 SETS = ("v2", "v3", "v4", "v6", "v7", "v10")
 #: sets written only to test the shipped judge: every case is in the held-out half, and nothing
-#: calibrates or trains on them (``local_judge_accuracy.SETS`` leaves them out)
+#: calibrates or trains on them (``local_judge.accuracy.SETS`` leaves them out)
 TEST_ONLY = frozenset({"v4", "v6", "v7", "v10"})
 #: sets written only to train on: every case is in the calibration half, so there is nothing
 #: to evaluate (v5: relevance only, the cross-encoder's extra training text)
 TRAIN_ONLY = frozenset({"v5"})
-#: training sets measured and not used (``local_judge_accuracy.CANDIDATE_SETS``: v8, v9)
+#: training sets measured and not used (``local_judge.accuracy.CANDIDATE_SETS``: v8, v9)
 CANDIDATE = frozenset({"v8", "v9"})
 #: every labelled set with a directory of its own (v1 is ``tests/data/*_pairs.jsonl``)
 LABELLED = (*SETS, *sorted(TRAIN_ONLY | CANDIDATE))

@@ -14,7 +14,7 @@ calibration): ROC AUC of the raw similarity for relevant vs irrelevant (question
 and supported vs unsupported (best context sentence), the wheel size, and encoding speed on one
 core (sentences per second, 1 thread)::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_models.py [--json FILE]
+    HF_HUB_OFFLINE=1 python bench/local_judge/models.py [--json FILE]
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import pin_one_core  # noqa: E402
-from local_judge_accuracy import POSITIVE, load_rows  # noqa: E402
 
+from local_judge.accuracy import POSITIVE, load_rows  # noqa: E402
 from nexagauge.text.sentences import sentences  # noqa: E402
 
 Encode = Callable[[Sequence[str]], np.ndarray]

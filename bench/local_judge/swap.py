@@ -10,9 +10,9 @@ case's question (:func:`swapped`). Questions that share many content words are s
 
 The same construction serves twice:
 
-- ``bench/local_judge_train_ce.py --swaps K`` trains the relevance cross-encoder on K swaps
+- ``bench/local_judge/train_ce.py --swaps K`` trains the relevance cross-encoder on K swaps
   of each **calibration** case as extra negatives (measured, not shipped: it rejects most swaps
-  then, and loses accuracy on the labelled sets; ``docs/local-judge.md``, "Swapped answers");
+  then, and loses accuracy on the labelled sets; ``bench/local_judge/RECORD.md``, "Swapped answers");
 - this script measures the judge on the swaps of the **held-out** cases of v2, v3 and the
   test-only v4, v6, v7 and v10, which nothing trains on. Each swapped sentence is judged
   appended to the end of its new case's own answer (where a tangent usually sits; one judge
@@ -25,7 +25,7 @@ Neighbouring contexts of one writer sometimes state the same fact (two data-prot
 both give "one month"), so a few grounding swaps are supported after all; the rate is a lower
 bound on what the judge gets right::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_swap.py --json bench/results/local_judge_swap.json
+    HF_HUB_OFFLINE=1 python bench/local_judge/swap.py --json bench/local_judge/results/swap.json
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import local_judge_accuracy as lja  # noqa: E402
-import local_judge_eval as lje  # noqa: E402
+from local_judge import accuracy as lja  # noqa: E402
+from local_judge import eval as lje  # noqa: E402
 
 #: swapped sentences per case: from this many nearest other cases
 NEIGHBOURS = 4

@@ -12,9 +12,9 @@ and the encoding with all-MiniLM-L6-v2, the model of the judge before issue 17. 
 runs this same script, right after, on the package of another source tree (e.g. a ``git worktree``
 of the commit before issue 17, ``820af0b``) and reports both judges from one run of the bench::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_throughput.py [--rounds 3] [--json FILE] [--quick]
+    HF_HUB_OFFLINE=1 python bench/local_judge/throughput.py [--rounds 3] [--json FILE] [--quick]
     git worktree add /tmp/before 820af0b
-    HF_HUB_OFFLINE=1 python bench/local_judge_throughput.py --baseline /tmp/before
+    HF_HUB_OFFLINE=1 python bench/local_judge/throughput.py --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -30,13 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+# bench/ for _machine; not the repository root: --baseline imports nexagauge from PYTHONPATH
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _machine import pin_one_core
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "bench" / "data" / "rag_cases.jsonl"
 
 

@@ -4,12 +4,12 @@ The packaged all-MiniLM-L6-v2, read as a cross-encoder over (question, sentence)
 low-rank adapter (LoRA, rank 8, on every linear map of its six layers) plus a trained pooler
 and two-way head, fitted on the **calibration rows** of the training sets only (v1, v2, v3 and
 the training-only v5, less the rows whose question a held-out case asks:
-``local_judge_accuracy.load_rows``; the held-out halves and v4 are for reporting). It writes:
+``local_judge.accuracy.load_rows``; the held-out halves and v4 are for reporting). It writes:
 
 - ``nexagauge/data/relevance_ce.npz``: the adapter of a model trained on every calibration row
   (float16 factors, about 1 MB), with the SHA-256 of the base model it belongs to;
 - ``tests/data/local_judge_ce_oof.tsv``: for every calibration row, the score of a model that
-  did not see its case (5 grouped folds, the folds of ``local_judge_probe.case_folds``). The
+  did not see its case (5 grouped folds, the folds of ``local_judge.probe.case_folds``). The
   decision model is calibrated on these, so it learns how much to trust scores on unseen text,
   not on text the adapter was trained on.
 - the adapter's ``score_offset``: how much higher the final model scores than the fold models,
@@ -21,8 +21,8 @@ the training-only v5, less the rows whose question a held-out case asks:
 
 About 15 minutes on two cores (torch, transformers; 1,523 rows)::
 
-    HF_HUB_OFFLINE=1 python bench/local_judge_train_ce.py
-    HF_HUB_OFFLINE=1 python bench/local_judge_accuracy.py --calibrate --write
+    HF_HUB_OFFLINE=1 python bench/local_judge/train_ce.py
+    HF_HUB_OFFLINE=1 python bench/local_judge/accuracy.py --calibrate --write
 
 Training is seeded; on another CPU the float arithmetic (and so the last digits) can differ,
 which is why the adapter is shipped rather than trained at install time.
@@ -39,14 +39,13 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import local_judge_accuracy as lja  # noqa: E402
-from local_judge_probe import case_folds  # noqa: E402
-from local_judge_swap import Swap, swapped  # noqa: E402
-
+from local_judge import accuracy as lja  # noqa: E402
+from local_judge.probe import case_folds  # noqa: E402
+from local_judge.swap import Swap, swapped  # noqa: E402
 from nexagauge.judge.local.ce import ADAPTER, LINEARS, MAX_LENGTH, file_sha256  # noqa: E402
 
 OOF = lja.CE_OOF
@@ -60,7 +59,7 @@ def reference_pairs(path: Path = RAG_CASES) -> list[tuple[str, str]]:
     """Unlabelled (question, sentence) pairs from text no model trains on: each RAG case's
     question with its own answer's sentences, and with the next case's (off topic, mostly),
     so both sides of the scale are represented. Cases whose question a training row asks too
-    (or one alike: ``local_judge_accuracy.same_question``) are left out. Deterministic."""
+    (or one alike: ``local_judge.accuracy.same_question``) are left out. Deterministic."""
     from nexagauge.text.sentences import sentences
 
     trained = {lja.question_stems(r["question"]) for r in relevance_rows()
@@ -165,12 +164,12 @@ def training_swaps(rows: Sequence[dict[str, Any]], k: int, shared: int) -> list[
 class Trainer:
     """The labelled rows (indices ``0 .. len(rows) - 1``) and, after them, optional extra
     negatives (``--swaps K``): the swapped answers of the calibration cases
-    (``local_judge_swap.swapped``: a case's answer put to a neighbouring case's question).
+    (``local_judge.swap.swapped``: a case's answer put to a neighbouring case's question).
     Trained on the labelled rows alone, the cross-encoder learnt what an answer looks like more
     than whether it answers *this* question: it gives a positive score to 88% of the
     calibration swaps ("Can I get a late checkout on Sunday?" / "Yes, most likely: under EU
     Regulation 261/2004 a delay of three hours ... gives you 250 euros."). Trained on them it
-    rejects most swaps but loses accuracy on the labelled sets (docs/local-judge.md, "Swapped
+    rejects most swaps but loses accuracy on the labelled sets (bench/local_judge/RECORD.md, "Swapped
     answers"), so the shipped adapter is trained without."""
 
     def __init__(
@@ -295,13 +294,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="only measure the adapter's score_offset again (retrains the folds)")  # fmt: skip
     ap.add_argument("--swaps", type=int, default=0, metavar="K",
                     help="also train on K swapped answers per calibration case as negatives "
-                         "(local_judge_swap.swapped; measured, not shipped: docs/local-judge.md)")  # fmt: skip
+                         "(local_judge.swap.swapped; measured, not shipped: bench/local_judge/RECORD.md)")  # fmt: skip
     ap.add_argument("--swaps-shared", type=int, default=0, metavar="N",
                     help="also N swapped sentences per case that share a content word with "
-                         "their new question (local_judge_swap.swapped(shared=True))")  # fmt: skip
+                         "their new question (local_judge.swap.swapped(shared=True))")  # fmt: skip
     ap.add_argument("--with-set", action="append", default=[], choices=lja.CANDIDATE_SETS,
                     help="also train on this candidate training set (measured, not shipped: "
-                         "docs/local-judge.md, \"Training set v8\", \"v9\")")  # fmt: skip
+                         "bench/local_judge/RECORD.md, \"Training set v8\", \"v9\")")  # fmt: skip
     args = ap.parse_args(argv)
 
     from nexagauge.judge.embeddings import packaged_model_dir

@@ -1,7 +1,7 @@
 """Importing a benchmark module changes nothing about the importing process.
 
-Tests import bench modules for their helpers (``local_judge_probe`` for its folds,
-``local_judge_accuracy`` for ``prepare``). ``local_judge_models`` once pinned the process to one
+Tests import bench modules for their helpers (``local_judge.probe`` for its folds,
+``local_judge.accuracy`` for ``prepare``). ``local_judge.models`` once pinned the process to one
 CPU and set ``OMP_NUM_THREADS=1`` at import, so collecting ``tests/local/test_calibration.py``
 pinned the whole test run to one core and every process it started inherited one OpenMP thread:
 the calibration fixture took 225-316 s instead of about 140 s. Pinning belongs in a benchmark's
@@ -23,8 +23,10 @@ import glob, importlib, json, os, sys
 sys.path.insert(0, "bench")
 before = (sorted(os.sched_getaffinity(0)), os.environ.get("OMP_NUM_THREADS"))
 changed = []
-for path in sorted(glob.glob("bench/*.py")):
-    name = os.path.basename(path)[:-3]
+paths = sorted(glob.glob("bench/*.py")) + sorted(glob.glob("bench/local_judge/*.py"))
+names = [p[len("bench/"):-3].replace("/", ".").removesuffix(".__init__") for p in paths]
+assert "local_judge.eval" in names, names
+for name in names:
     importlib.import_module(name)
     now = (sorted(os.sched_getaffinity(0)), os.environ.get("OMP_NUM_THREADS"))
     if now != before:
@@ -56,7 +58,7 @@ def test_pin_one_core_pins_only_when_called() -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     _, after, threads = p.stdout.split()
     assert after == "1" and threads == "1"
-    for script in ("local_judge_models.py", "local_judge_throughput.py"):
-        src = (ROOT / "bench" / script).read_text("utf-8")
+    for script in ("models.py", "throughput.py"):
+        src = (ROOT / "bench" / "local_judge" / script).read_text("utf-8")
         main = src[src.index("\ndef main(") + 1 :]
         assert "pin_one_core()" in main.split("\ndef ", 1)[0], script

@@ -78,7 +78,7 @@ def test_sdk_overhead_runs_and_reports_ratios():
 
 def test_local_judge_throughput_runs_on_four_cases(tmp_path):
     out = tmp_path / "throughput.json"
-    p = _run(["bench/local_judge_throughput.py", "--quick", "--json", str(out)])
+    p = _run(["bench/local_judge/throughput.py", "--quick", "--json", str(out)])
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["cases"] == 4 and res["claims"] >= 4 and res["cases_per_s"] > 0

@@ -1,11 +1,13 @@
-"""Import a script that is not in a package (``bench/*.py``, a data set's ``build.py``) by path.
+"""Import a script that is not in a package (``bench/*.py``, a data set's ``build.py``) by path,
+or a module of a package under ``bench/`` (``bench/local_judge/``) by its name.
 
 Tests use the benchmarks' and builders' helpers directly (``prepare``, the folds, the parser).
 The module is registered under ``name`` in ``sys.modules`` (dataclasses and pickling need it), and
 the script's directory goes on ``sys.path`` so its own sibling imports resolve.
 
 Example:
-    >>> bench = load_script("local_judge_accuracy", ROOT / "bench" / "local_judge_accuracy.py")
+    >>> builder = load_script("build_local_judge_sets", ROOT / "tests/data/build_local_judge_sets.py")
+    >>> lja = bench_module("local_judge.accuracy")
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_script(name: str, path: Path) -> ModuleType:
@@ -26,3 +30,11 @@ def load_script(name: str, path: Path) -> ModuleType:
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def bench_module(name: str) -> ModuleType:
+    """The module ``name`` of a package under ``bench/`` (``"local_judge.eval"``), imported once:
+    the same module object its sibling scripts import, so their dataclasses are one class."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return importlib.import_module(name)
