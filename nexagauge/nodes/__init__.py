@@ -28,6 +28,7 @@ REGISTRY: dict[str, str] = {
     "refalign": "nexagauge.nodes.refalign:RefalignNode",
     "conversation_relevance": "nexagauge.nodes.conversation_relevance:ConversationRelevanceNode",
     "agent_signals": "nexagauge.nodes.agent_signals:AgentSignalsNode",
+    "task_completion": "nexagauge.nodes.task_completion:TaskCompletionNode",
     "eval": "nexagauge.nodes.eval:EvalNode",
     "report": "nexagauge.nodes.report:ReportNode",
 }

@@ -36,6 +36,7 @@ from nexagauge.schema.knobs import (
     RelevanceConfig,
     Rubric,
     ScoringMode,
+    TaskCompletionConfig,
     Turn,
 )
 from nexagauge.schema.rawvalue import RecordError, as_text, check_record, value_problem
@@ -117,6 +118,7 @@ class EvalCase(BaseModel):
     conversation_relevance: ConversationRelevanceConfig = Field(
         default_factory=ConversationRelevanceConfig
     )
+    task_completion: TaskCompletionConfig = Field(default_factory=TaskCompletionConfig)
     #: the agent run around the answer (tool calls, declared tools, steps); ``None`` for no agent
     agent: AgentRun | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

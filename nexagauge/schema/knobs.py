@@ -26,7 +26,15 @@ from pydantic import (
     model_validator,
 )
 
-KNOB_BLOCKS = ("relevance", "grounding", "redteam", "geval", "refalign", "conversation_relevance")
+KNOB_BLOCKS = (
+    "relevance",
+    "grounding",
+    "redteam",
+    "geval",
+    "refalign",
+    "conversation_relevance",
+    "task_completion",
+)
 #: Fields GEval / redteam rubrics may reference.
 ItemField = Literal["input", "output", "reference", "context"]
 
@@ -151,6 +159,15 @@ class Turn(_Block):
     output: StrictStr
 
 
+class TaskCompletionConfig(JudgeKnobs):
+    """``task_completion`` block (agents): did the final answer accomplish what the user asked,
+    given the tool calls and their results? **Off by default** (one judge call per agent run):
+    ``{"enabled": true}`` in a record, or the ``nexagauge.eval.task_completion`` span attribute,
+    turns it on; it runs only on cases with an agent run and an input."""
+
+    enabled: StrictBool = False
+
+
 BLOCK_MODELS: dict[str, type[BaseModel]] = {
     "relevance": RelevanceConfig,
     "grounding": GroundingConfig,
@@ -158,4 +175,5 @@ BLOCK_MODELS: dict[str, type[BaseModel]] = {
     "geval": GevalConfig,
     "refalign": RefalignConfig,
     "conversation_relevance": ConversationRelevanceConfig,
+    "task_completion": TaskCompletionConfig,
 }

@@ -217,3 +217,7 @@ class RefalignMetrics(NodeMetrics):
 
 class ConversationMetrics(NodeMetrics):
     pass
+
+
+class TaskCompletionMetrics(NodeMetrics):
+    pass

@@ -195,6 +195,8 @@ NG_EVAL_GROUNDING: Final = "nexagauge.eval.grounding"
 NG_EVAL_GEVAL: Final = "nexagauge.eval.geval"
 #: JSON ``redteam`` block: knobs plus ``metrics`` naming rubrics of the evaluator's ``[rubrics.redteam]``.
 NG_EVAL_REDTEAM: Final = "nexagauge.eval.redteam"
+#: JSON ``task_completion`` block (agents; off by default): ``{"enabled": true}`` turns it on.
+NG_EVAL_TASK_COMPLETION: Final = "nexagauge.eval.task_completion"
 #: Bool: the traced callable returned a stream (generator / async generator).
 NG_STREAM: Final = "nexagauge.stream"
 #: Number of chunks the stream yielded before it ended or was abandoned (int).

@@ -64,6 +64,7 @@ async def test_no_judge_and_missing_fields() -> None:
         "refalign": SkipReason.NOT_ELIGIBLE,
         "conversation_relevance": SkipReason.NOT_ELIGIBLE,
         "agent_signals": SkipReason.NOT_ELIGIBLE,  # no agent run
+        "task_completion": SkipReason.NOT_ELIGIBLE,  # no agent run
     }
     assert res.outcomes["grounding"].reason == "not eligible: no context"
 

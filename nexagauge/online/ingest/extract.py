@@ -89,6 +89,7 @@ _EVAL_BLOCKS = {
     C.NG_EVAL_GROUNDING: "grounding",
     C.NG_EVAL_GEVAL: "geval",
     C.NG_EVAL_REDTEAM: "redteam",
+    C.NG_EVAL_TASK_COMPLETION: "task_completion",
 }
 
 

@@ -1,0 +1,150 @@
+"""``task_completion`` (agents, off by default): did the final answer accomplish what the user
+asked, given the tool calls and their results? One judge call per agent run, referenceless.
+
+The judge sees the user's request, every tool call of the run (name, arguments, the result as
+grounding reads it -- readable, bounded -- or the failure) and the final answer, with the
+prompt ``task_completion`` (data, like every prompt). Knobs: the record's ``task_completion``
+block (``enabled`` -- false by default --, ``scoring_mode``, ``include_reasoning``). Metric
+``task_completion``, category ``agent``: binary 1/0, or the 1-5 score normalized to [0, 1].
+
+Skips: not enabled (``disabled``); no agent run or no input (not eligible, by the topology); no
+judge; the local judge, which cannot judge a task (``judge_unsupported``: it says so rather than
+guessing).
+
+Example:
+    >>> from nexagauge.schema.tools import ToolCall
+    >>> print(steps_text([ToolCall(name="lookup", call_id="c1", arguments='{"id": 7}',
+    ...                            result="shipped")]))
+    1. Result of tool lookup (call c1) with arguments {"id": 7}:
+    shipped
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from nexagauge.graph.node import CallEstimate, Node, NodeContext
+from nexagauge.schema.case import ScoringMode
+from nexagauge.schema.results import ACCEPT_THRESHOLD, MetricResult, TaskCompletionMetrics
+from nexagauge.schema.tools import ToolCall
+
+METRIC = "task_completion"
+CATEGORY = "agent"
+PROMPT = "task_completion"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@cache
+def answer_model(scale: bool, reasoning: bool) -> type[BaseModel]:
+    """``{"verdict": "yes"|"no"}`` or ``{"score": 1..5}``, with ``reasoning`` when asked."""
+    fields: dict[str, Any] = {}
+    if scale:
+        fields["score"] = (Literal[1, 2, 3, 4, 5], ...)
+    else:
+        fields["verdict"] = (Literal["yes", "no"], ...)
+    if reasoning:
+        fields["reasoning"] = (str, ...)
+    return create_model(f"TaskCompletion{int(scale)}{int(reasoning)}", __base__=_Strict, **fields)
+
+
+def steps_text(calls: Sequence[ToolCall]) -> str:
+    """The run's tool calls as the judge reads them (numbered; uncaptured results say so)."""
+    if not calls:
+        return "(no tool calls)"
+    lines = []
+    for i, c in enumerate(calls, 1):
+        ev = c.evidence()
+        if ev is None:
+            args = f" with arguments {c.arguments}" if c.arguments else ""
+            ev = f"Call of tool {c.name} (call {c.call_id}){args}: result not recorded"
+        lines.append(f"{i}. {ev}")
+    return "\n".join(lines)
+
+
+class TaskCompletionNode(Node):
+    name = "task_completion"
+    version = "1"
+    output_model = TaskCompletionMetrics
+
+    def skip_reason(self, ctx: NodeContext) -> str | None:
+        if not ctx.case.task_completion.enabled:
+            return (
+                "task_completion disabled (off by default; enable it in the task_completion block)"
+            )
+        return ctx.runtime.llm_unavailable()
+
+    def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
+        from nexagauge.judge.promptlib import load_prompt
+
+        return {
+            "model": getattr(ctx.runtime.judge, "model", None),
+            "knobs": ctx.case.task_completion.model_dump(mode="json"),
+            "prompt": load_prompt(PROMPT).id,
+        }
+
+    def _variables(self, ctx: NodeContext) -> dict[str, Any]:
+        from nexagauge.judge.promptlib import load_prompt
+
+        cfg = ctx.case.task_completion
+        prompt = load_prompt(PROMPT)
+        agent = ctx.case.agent
+        return {
+            "input": ctx.case.input or "",
+            "output": ctx.case.output,
+            "steps": steps_text(agent.tool_calls if agent is not None else ()),
+            "format": prompt.part(f"format_{cfg.scoring_mode.value}"),
+            "reasoning": prompt.part("reasoning") if cfg.include_reasoning else "",
+        }
+
+    async def run(self, ctx: NodeContext) -> TaskCompletionMetrics:
+        cfg = ctx.case.task_completion
+        scale = cfg.scoring_mode is ScoringMode.SCALE
+        judge = ctx.runtime.judge
+        meta = {"judge": judge.kind, "model": judge.model}
+        reply = await judge.structured(
+            PROMPT,
+            self._variables(ctx),
+            answer_model(scale, cfg.include_reasoning),
+            node=self.name,
+            untrusted=("input", "steps", "output"),
+        )
+        if not reply.ok or reply.value is None:
+            failed = MetricResult.failed(METRIC, CATEGORY, reply.error or "no verdict", **meta)
+            return TaskCompletionMetrics(metrics=[failed], cost=reply.cost)
+        data = reply.value.model_dump()
+        raw = int(data["score"]) if scale else int(data["verdict"] == "yes")
+        score = (raw - 1) / 4.0 if scale else float(raw)
+        row: dict[str, Any] = {
+            "verdict": "ACCEPTED" if score >= ACCEPT_THRESHOLD else "REJECTED",
+            "raw_score": raw,
+            "tool_calls": len(ctx.case.agent.tool_calls) if ctx.case.agent else 0,
+        }
+        result: list[Any] = [row]
+        if cfg.include_reasoning:
+            result.append({"reasoning": data.get("reasoning", "")})
+        metric = MetricResult(name=METRIC, category=CATEGORY, score=score, result=result, meta=meta)
+        return TaskCompletionMetrics(metrics=[metric], cost=reply.cost)
+
+    def estimate(self, ctx: NodeContext) -> list[CallEstimate]:
+        from nexagauge.judge.jsonschema import strict_schema
+        from nexagauge.judge.promptlib import load_prompt
+        from nexagauge.judge.tasks import schema_tokens
+        from nexagauge.judge.tokens import count_message_tokens
+
+        if ctx.runtime.judge is not None and getattr(ctx.runtime.judge, "kind", "llm") != "llm":
+            return []
+        cfg = ctx.case.task_completion
+        model = answer_model(cfg.scoring_mode is ScoringMode.SCALE, cfg.include_reasoning)
+        msgs = load_prompt(PROMPT).render(
+            self._variables(ctx), untrusted=("input", "steps", "output")
+        )
+        tin = count_message_tokens(msgs) + schema_tokens(strict_schema(model))
+        tout = 8 + (30 if cfg.include_reasoning else 0)
+        return [CallEstimate(self.name, 1, tin, tout)]
