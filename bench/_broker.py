@@ -38,15 +38,8 @@ class Broker:
 
     async def create_topics(self, topics: dict[str, int]) -> None:
         """Create topics with the given partition counts and wait until the metadata shows
-        every partition (the package's ``create_topics``, as the evaluator and the tests)."""
-        from nexagauge.online.delivery.broker import TopicSpec, create_topics
-        from nexagauge.settings import KafkaSettings
-
-        await create_topics(
-            KafkaSettings(bootstrap_servers=self.bootstrap),
-            [TopicSpec(t, n) for t, n in topics.items()],
-            wait_s=10.0,
-        )
+        every partition (the embedded broker's topic set-up, as the demo and the tests)."""
+        await self._b.create_topics(topics)
 
     async def produce(
         self,

@@ -120,15 +120,6 @@ async def _warm_up(svc: Any) -> None:
         await embedder.embed(["warm up"])
 
 
-async def _create_topics(kafka: Any, topics: list[str]) -> None:
-    """The input topics the collector writes to (the evaluator creates its own topics), with
-    replication 1: the embedded broker is a single node."""
-    from nexagauge.online.delivery.broker import TopicSpec, create_topics
-
-    single = kafka.model_copy(update={"replication_factor": 1})
-    await create_topics(single, [TopicSpec(t, TOPIC_PARTITIONS) for t in topics])
-
-
 def _mean(xs: list[float]) -> str:
     return f"{statistics.fmean(xs):.3f}" if xs else "  -  "
 
@@ -162,7 +153,10 @@ class Demo:
             self.procs.append(broker)
             settings = _settings(o, broker.bootstrap, tmp)
             k = settings.kafka
-            await _create_topics(k, [k.traces_topic, k.logs_topic])
+            # the input topics the collector writes to (the evaluator creates its own)
+            await broker.create_topics(
+                {t: TOPIC_PARTITIONS for t in (k.traces_topic, k.logs_topic)}
+            )
             self.say("starting the OTLP collector (rotel, Kafka exporter) ...")
             collector = EmbeddedCollector(broker.bootstrap, k.traces_topic, k.logs_topic)
             self.procs.append(collector)

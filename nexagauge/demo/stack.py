@@ -236,6 +236,24 @@ class EmbeddedBroker(ManagedProcess):
         self.stop()
         self.start()
 
+    async def create_topics(self, topics: dict[str, int], wait_s: float = 10.0) -> list[str]:
+        """Create ``topics`` (name -> partition count) that do not exist yet, with replication 1
+        (one node), and wait up to ``wait_s`` until the metadata lists every partition; returns
+        the names created. The one topic set-up of the demo, the benchmarks and the tests (the
+        package's ``create_topics``).
+
+        Example:
+            >>> with EmbeddedBroker() as b:  # doctest: +SKIP
+            ...     asyncio.run(b.create_topics({"otlp_spans": 4, "otlp_logs": 1}))
+            ['otlp_spans', 'otlp_logs']
+        """
+        from nexagauge.online.delivery.broker import TopicSpec, create_topics
+        from nexagauge.settings import KafkaSettings
+
+        kafka = KafkaSettings(bootstrap_servers=self.bootstrap, replication_factor=1)
+        specs = [TopicSpec(t, n) for t, n in topics.items()]
+        return await create_topics(kafka, specs, wait_s=wait_s)
+
 
 class EmbeddedCollector(ManagedProcess):
     """rotel: OTLP gRPC + HTTP in, ``otlp_proto`` Kafka messages out (traces and logs)."""

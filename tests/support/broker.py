@@ -19,22 +19,17 @@ consumer ``max_partition_fetch_bytes``) are what tests set large.
 from __future__ import annotations
 
 import time
+import uuid
 
 from nexagauge.demo.stack import EmbeddedBroker, ManagedProcess, free_port, tansu_bin
-from nexagauge.online.delivery.broker import TopicSpec
-from nexagauge.online.delivery.broker import create_topics as _create_topics
-from nexagauge.settings import KafkaSettings
 
-__all__ = ["TansuBroker", "TansuProxy", "create_topics", "free_port", "tansu_bin"]
+__all__ = ["TansuBroker", "TansuProxy", "free_port", "tansu_bin", "unique"]
 
 
 class TansuBroker(EmbeddedBroker):
     """One Tansu broker on a free loopback port (in-memory storage): the package's embedded
-    broker (``nexagauge.demo.stack``) plus topic creation for tests."""
-
-    async def create_topics(self, topics: dict[str, int]) -> None:
-        """Create topics with the given partition counts (existing ones are left alone)."""
-        await create_topics(self.bootstrap, topics)
+    broker (``nexagauge.demo.stack``), whose ``create_topics({name: partitions})`` is the one
+    topic set-up of the tests, the benchmarks and the demo."""
 
 
 class TansuProxy(ManagedProcess):
@@ -73,11 +68,7 @@ class TansuProxy(ManagedProcess):
         self.start()
 
 
-async def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
-    """Create topics with the given partition counts (existing ones are left alone) and wait
-    until the metadata shows every partition (the package's ``create_topics``)."""
-    await _create_topics(
-        KafkaSettings(bootstrap_servers=bootstrap),
-        [TopicSpec(t, n) for t, n in topics.items()],
-        wait_s=5.0,
-    )
+def unique(prefix: str) -> str:
+    """A topic or consumer-group name no other test uses (``prefix-1a2b3c4d``): tests that share
+    the session's broker (``kafka_broker`` in ``tests/conftest.py``) never share a topic."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
