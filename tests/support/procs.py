@@ -59,8 +59,11 @@ def descendants(root: int) -> dict[Key, str]:
     while frontier:
         parent = frontier.pop()
         for pid, (ppid, start) in parent_of.items():
-            if ppid == parent and (pid, start) not in found:
-                found[(pid, start)] = cmdline(pid)
+            if ppid == parent:
+                # "" while it exits (its memory is already gone): a caller merging samples with
+                # ``seen.update(descendants(root))`` keeps the command seen before, not ""
+                if cmd := cmdline(pid):
+                    found[(pid, start)] = cmd
                 frontier.append(pid)
     return found
 
