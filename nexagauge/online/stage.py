@@ -55,6 +55,7 @@ from nexagauge.online.ingest.extract import (
 from nexagauge.online.ingest.sampling import Decision, Limiter, Sampler
 from nexagauge.online.plans import Executors
 from nexagauge.online.rekey import SIGNAL_HEADER, SIGNAL_LOGS
+from nexagauge.online.signals import AGENT_MARK_KEYS, SignalLifecycle, looks_agent
 from nexagauge.schema.scrub import CaseScrubber
 from nexagauge.sdk import conventions as C
 from nexagauge.settings import Settings
@@ -71,7 +72,7 @@ INLINE_EXTRACT_MAX_BYTES = 256 * 1024
 TICK_SLICE_S = 0.05
 
 
-class EvaluatorStage(CaseLifecycle, LagHooks):
+class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
     """The evaluation stage handler (see module docstring)."""
 
     #: publishes evaluated turns to the conversation stage (nexagauge.online.conversations.stage)
@@ -110,6 +111,8 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
         self.sampler = Sampler(settings.sampling)
         self.limiter = Limiter(settings.sampling, clock=clock)
         self.wanted = BASE_WANTED | self.sampler.attribute_keys | {TRACELOOP_SESSION_ID}
+        if self.o.agent_signals:  # agent traces are read for signals even when not sampled
+            self.wanted |= AGENT_MARK_KEYS
         self.stats = StageStats()
         self._signal_for = signal_for or self._default_signal
         self._active: dict[bytes, _Active] = {}
@@ -147,7 +150,8 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
         now, idle = self.clock(), self._idle_now()
         n_spans = 0
         buf, tracker = self.buffer, self.tracker
-        keep = self._early.keep if self.o.early_discard else None
+        # agent signals need every agent trace whole: no decode-time discard (online/signals.py)
+        keep = self._early.keep if self.o.early_discard and not self.o.agent_signals else None
         for rec in records:
             off = rec.offset
             tracker.begin(key, off)
@@ -312,16 +316,20 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
             error=trace.error,
             conversation_ids=convs,
         ):
-            self.stats.not_sampled += 1
-            if self.metrics is not None:
-                self.metrics.trace_not_sampled()
-            self._finish(trace)
-            return
+            if not (self.o.agent_signals and looks_agent(spans)):
+                self.stats.not_sampled += 1
+                if self.metrics is not None:
+                    self.metrics.trace_not_sampled()
+                self._finish(trace)
+                return
+            sample = False  # extracted for its agent signals only
+        else:
+            sample = True
         if _large(trace):  # a large trace is extracted off the event loop
             self._active[trace.trace_id] = _Active(trace)  # a revocation strips its sources
-            self._spawn(self._extract_off_loop(trace))
+            self._spawn(self._extract_off_loop(trace, sample))
             return
-        self._start_cases(trace, *self._extract(trace))
+        self._start_cases(trace, *self._extract(trace), sample=sample)
 
     def _extract(self, trace: Trace) -> tuple[list[ExtractedCase], list[SpanError], bool]:
         """``(cases, rejected spans, crashed)``; touches no stage state (may run in a thread)."""
@@ -339,18 +347,30 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
             log.exception("case extraction failed for trace %s", trace.trace_id.hex())
             return [], [], True
 
-    async def _extract_off_loop(self, trace: Trace) -> None:
+    async def _extract_off_loop(self, trace: Trace, sample: bool = True) -> None:
         """Extraction of a large trace in a worker thread: linear, but a 3,000-span trace still
         takes ~1 s of CPU, which must not stop heartbeats and fetches (bench/hostile.py)."""
         try:
             result = await asyncio.to_thread(self._extract, trace)
         finally:
             self._active.pop(trace.trace_id, None)
-        self._start_cases(trace, *result)
+        self._start_cases(trace, *result, sample=sample)
 
     def _start_cases(
-        self, trace: Trace, cases: list[ExtractedCase], errors: list[SpanError], crashed: bool
+        self,
+        trace: Trace,
+        cases: list[ExtractedCase],
+        errors: list[SpanError],
+        crashed: bool,
+        *,
+        sample: bool = True,
     ) -> None:
+        """Sample the cases of a trace and queue the sampled ones; start the agent signals of
+        every agent case first (``sample=False``: a trace no rule can sample, read for its
+        signals only, online/signals.py)."""
+        if not sample:
+            self._signals_only(trace, cases)
+            return
         if crashed:
             self._skip("extract_error")
         for err in errors:  # one bad span costs only itself (its reason is counted)
@@ -361,9 +381,8 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
                 self._skip("no_case")
             self._finish(trace)
             return
-        active = _Active(trace)
-        if self.keys is not None:
-            active.origin = self.keys.origin(primary_source(trace.sources))
+        active = self._new_active(trace)
+        self._start_signals(active, cases)
         any_sampled = False
         for ec in cases:
             d = self.sampler.decide(
@@ -395,6 +414,12 @@ class EvaluatorStage(CaseLifecycle, LagHooks):
         else:
             self._active[trace.trace_id] = active
             self._pump()
+
+    def _new_active(self, trace: Trace) -> _Active:
+        active = _Active(trace)
+        if self.keys is not None:
+            active.origin = self.keys.origin(primary_source(trace.sources))
+        return active
 
     def _pump(self) -> None:
         """Start queued cases while fewer than ``max_in_flight`` run."""

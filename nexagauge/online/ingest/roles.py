@@ -245,7 +245,7 @@ def _candidate(v: SpanView, tr: TraceRoles) -> SpanRole | None:
             tr.tools.append(v)
         elif r.kind in ("llm", "step"):
             tr.llm_calls.append(v)
-        elif r.kind == "workflow":
+        elif r.kind in ("workflow", "traced"):  # traced: @nexagauge.trace(tools=...) agents
             tr.agents.append(v)
         if not r.is_answer:
             return None
