@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -113,11 +112,6 @@ class AgentMetrics:
         """Set the label caps (``agents.top_tools`` / ``top_agents``); before the first record."""
         self._agents = LabelLimiter(None, top_agents)
         self._tools = LabelLimiter(None, top_tools)
-
-    @classmethod
-    def configure(cls, metrics: Any, agents: Any) -> None:
-        """Apply ``AgentSettings`` caps to ``metrics.agents`` (an ``EvaluatorMetrics``)."""
-        metrics.agents.limit(top_tools=agents.top_tools, top_agents=agents.top_agents)
 
     def agent_label(self, agent: str | None) -> str:
         """The bounded ``agent`` label of an agent name (``unknown`` when the run has none)."""

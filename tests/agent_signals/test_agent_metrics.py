@@ -6,9 +6,10 @@ from prometheus_client import CollectorRegistry
 
 from nexagauge.emit.agent_metrics import AgentMetrics
 from nexagauge.emit.prometheus import EvaluatorMetrics
+from nexagauge.emit.zero import start_for_service
 from nexagauge.nodes.agent_signals import agent_signals
 from nexagauge.schema.tools import AgentRun
-from nexagauge.settings import AgentSettings
+from nexagauge.settings import Settings
 
 from .runs import CLEAN, FAILING, LOOPING, NO_DEFINITIONS, UNDECLARED, call
 
@@ -58,19 +59,9 @@ def test_tool_and_agent_labels_are_bounded() -> None:
     assert value(m, "nexagauge_agent_tool_calls_total", agent="a", tool="other", outcome="ok") == 3
 
 
-def test_configure_applies_the_settings() -> None:
+def test_service_start_applies_the_caps() -> None:
     em = EvaluatorMetrics(CollectorRegistry())
-    AgentMetrics.configure(em, AgentSettings(top_tools=1, top_agents=5))
-    em.agents.record(
-        agent_signals(AgentRun(agent=None, tool_calls=(call("x", "1"), call("y", "2"))))
-    )
-    assert (
-        value(
-            em.agents,
-            "nexagauge_agent_tool_calls_total",
-            agent="unknown",
-            tool="other",
-            outcome="ok",
-        )
-        == 1
-    )
+    start_for_service(em, Settings(agents={"top_tools": 1}), None)
+    em.agents.record(agent_signals(AgentRun(tool_calls=(call("x", "1"), call("y", "2")))))
+    labels = {"agent": "unknown", "tool": "other", "outcome": "ok"}
+    assert value(em.agents, "nexagauge_agent_tool_calls_total", **labels) == 1
