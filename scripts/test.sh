@@ -30,6 +30,14 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The openai-agents SDK clashes with traceloop-sdk (same Python module): the agent end-to-end
+# tests run its app as a subprocess of its own venv (tests/agents/requirements-sdk.txt).
+if [ ! -x .venv-agents/bin/python ]; then
+  "$PY" -m venv .venv-agents
+  .venv-agents/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  .venv-agents/bin/python -m pip install -q --disable-pip-version-check -r tests/agents/requirements-sdk.txt
+fi
+
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # pytest exits 5 when no test ran: with `set -e` that fails this script, never passes silently.
 exec "$VPY" -m pytest -p no:cacheprovider "$@"

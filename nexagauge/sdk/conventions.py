@@ -347,6 +347,8 @@ OI_TOOL_CALL_FUNCTION_ARGUMENTS: Final = "tool_call.function.arguments"
 OI_LLM_TOOLS_PREFIX: Final = "llm.tools."
 #: OpenInference tool-definition suffix: the JSON schema of one tool.
 OI_TOOL_JSON_SCHEMA: Final = "tool.json_schema"
+#: OpenInference: agent name (AGENT spans, e.g. of the ``openai-agents`` instrumentor).
+OI_AGENT_NAME: Final = "agent.name"
 #: OpenInference (TOOL spans): tool name.
 OI_TOOL_NAME: Final = "tool.name"
 #: OpenInference (TOOL spans): parameters of the tool (JSON).

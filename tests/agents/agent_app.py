@@ -29,6 +29,7 @@ _V2_ENV = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
 }
 
+MODEL = S.MODEL
 ToolRunner = Callable[[str, str, dict[str, Any]], str]  # (name, call id, args) -> result text
 
 
@@ -44,7 +45,7 @@ def agent_loop(
         {"role": "user", "content": user},
     ]
     while True:
-        r = client.chat.completions.create(model=S.MODEL, messages=msgs, tools=S.TOOL_DEFS)
+        r = client.chat.completions.create(model=MODEL, messages=msgs, tools=S.TOOL_DEFS)
         m = r.choices[0].message
         if not m.tool_calls:
             return str(m.content or "")
@@ -75,6 +76,8 @@ def main() -> int:
     kind, endpoint, llm_url, out = sys.argv[1:5]
     if kind not in KINDS:
         raise SystemExit(f"unknown kind {kind!r}; choose one of {KINDS}")
+    global MODEL
+    MODEL = f"agent-{kind}"  # the loopback model tags its call ids with it
     if kind == "openai-v2":
         os.environ.update(_V2_ENV)
     os.environ.setdefault("TRACELOOP_TELEMETRY", "false")

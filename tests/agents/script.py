@@ -153,7 +153,7 @@ RUNS: tuple[Run, ...] = (
         "failing",
         "Where is order A-9999?",
         (("Let me check that order.", (Call("lookup_order", {"order_id": "A-9999"}),)),),
-        "I could not find order A-9999; please check the order number.",
+        "Order A-9999 was not found.",
         failing=True,
     ),
     Run(
@@ -213,13 +213,14 @@ def llm_reply(body: dict[str, Any], index: int) -> dict[str, Any] | None:
     if run is None:
         return None
     done = _tool_rounds_done(msgs)
+    tag = str(body.get("model", "")).removeprefix("agent-").replace("-", "")
     message: dict[str, Any] = {"role": "assistant"}
     if done < len(run.rounds):
         preamble, calls = run.rounds[done]
         message["content"] = preamble or None
         message["tool_calls"] = [
             {
-                "id": f"call_{run.key}_{done}_{i}",
+                "id": f"call_{tag}_{run.key}_{done}_{i}",
                 "type": "function",
                 "function": {"name": c.name, "arguments": json.dumps(c.args)},
             }

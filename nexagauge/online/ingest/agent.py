@@ -224,10 +224,8 @@ def trace_agent(tr: TraceRoles) -> TraceAgent:
         )
         ta.calls.append(TimedCall(seen, call))
     ta.calls.sort(key=lambda c: c.end_ns)
-    for v in tr.agents:
-        ta.agent = ta.agent or v.text_attr(C.GEN_AI_AGENT_NAME)
-    for v in [*tr.llm_calls, *tr.tools]:
-        ta.agent = ta.agent or v.text_attr(C.GEN_AI_AGENT_NAME)
+    for v in [*tr.agents, *tr.llm_calls, *tr.tools]:
+        ta.agent = ta.agent or v.text_attr(C.GEN_AI_AGENT_NAME) or v.text_attr(C.OI_AGENT_NAME)
     agent_spans = [v for v in tr.agents if _is_agent_span(v)]
     if ta.agent is None and agent_spans:
         v = agent_spans[0]
