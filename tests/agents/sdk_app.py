@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 
@@ -26,11 +25,8 @@ KIND = "openai-agents"
 RUNS = tuple(r for r in S.RUNS if not r.undeclared and not r.retrieval)
 
 
-async def main() -> int:
-    endpoint, llm_url, out = sys.argv[1:4]
-    os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "0")
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
-    from agents.tracing import set_trace_processors
+async def run_all(endpoint: str, llm_url: str) -> tuple[list[dict[str, Any]], bytes | None]:
+    """Run the agent; (one object per run, the encoded spans when ``endpoint`` is ``memory:``)."""
     from openai import AsyncOpenAI
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -38,6 +34,9 @@ async def main() -> int:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+    from agents.tracing import set_trace_processors
 
     set_trace_processors([])  # no export to the OpenAI platform (no network here)
     tp = TracerProvider(resource=Resource.create({"service.name": f"agent-{KIND}"}))
@@ -86,16 +85,25 @@ async def main() -> int:
             }
         )
     tp.force_flush()
+    encoded = None
     if endpoint == "memory:":
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-        with open(out + ".spans.pb", "wb") as fh:
-            fh.write(encode_spans(everything).SerializeToString())
+        encoded = encode_spans(everything).SerializeToString()
     tp.shutdown()
+    return results, encoded
+
+
+def main() -> int:
+    endpoint, llm_url, out = sys.argv[1:4]
+    results, encoded = asyncio.run(run_all(endpoint, llm_url))
+    if encoded is not None:
+        with open(out + ".spans.pb", "wb") as fh:
+            fh.write(encoded)
     with open(out, "w") as fh:
         json.dump(results, fh)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(main())
