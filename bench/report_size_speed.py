@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,18 +38,10 @@ from typing import Any
 from _llm_child import LlmServer
 from _machine import machine_line
 from _tables import table
-from _traces import CASES
+from _traces import CASES, ROOT
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_FIRST_CASE_S = 3.0
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def dataset(n: int, second: bool) -> list[str]:
@@ -122,18 +113,6 @@ def render_times(results: Path, baseline: Path, out: Path, rounds: int) -> dict[
     return {"json_read_s": read, "render_s": render, "render_vs_read": render / read}
 
 
-def _only(url: str) -> Any:
-    """A route handler serving ``url`` and aborting every other request."""
-
-    def handle(route: Any) -> None:
-        if route.request.url == url:
-            route.continue_()
-        else:
-            route.abort()
-
-    return handle
-
-
 def _counter(url: str, foreign: list[str]) -> Any:
     def count(request: Any) -> None:
         if request.url != url:
@@ -145,9 +124,13 @@ def _counter(url: str, foreign: list[str]) -> Any:
 def browser_times(report: Path, tiny: Path, rounds: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    exe = shutil.which("chromium-headless-shell")
+    if str(ROOT / "tests") not in sys.path:  # the browser set-up the report's tests use
+        sys.path.insert(0, str(ROOT / "tests"))
+    from support.browser import BROWSER_ARGS, INSTALL_HINT, chromium_path, only
+
+    exe = chromium_path()
     if exe is None:
-        raise SystemExit("chromium-headless-shell is not installed (scripts/test.sh installs it)")
+        raise SystemExit(INSTALL_HINT)
     figures: dict[str, list[float]] = {k: [] for k in ("dcl", "first", "tiny_dcl", "tiny_first")}
     foreign: list[str] = []
     with sync_playwright() as pw:
@@ -159,7 +142,7 @@ def browser_times(report: Path, tiny: Path, rounds: int) -> dict[str, Any]:
                     page = ctx.new_page()
                     url = path.resolve().as_uri()
                     page.on("request", _counter(url, foreign))
-                    page.route("**/*", _only(url))
+                    page.route("**/*", only(url))
                     t0 = time.perf_counter()
                     page.goto(url, wait_until="domcontentloaded")
                     page.locator("details.case").first.wait_for(state="visible")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ _TESTS = str(Path(__file__).resolve().parents[1])
 if _TESTS not in sys.path:  # makes tests/support importable as `support`
     sys.path.insert(0, _TESTS)
 
+from support.browser import BROWSER_ARGS, INSTALL_HINT, chromium_path, only  # noqa: E402
 from support.openai_server import OpenAIServer, Reply, Request, smart_chat_content  # noqa: E402
 
 #: a payload that runs script if any field is ever parsed as markup (or breaks out of a script)
@@ -43,6 +43,9 @@ XSS = (
 OPENAI_KEY = "sk-proj-Q8vTzR3mXw2LkP9sN4bY7cJ1hF6dG0aE5uI2oW8qZ3xV7nM4"
 AWS_KEY = "AKIAQ7XW3RZ5MPLT2JKN"
 SECRETS = (OPENAI_KEY, AWS_KEY)
+#: what a scrubbed value becomes (``[scrubbed:api_key]``; the evaluator numbers the values of a
+#: case: ``[scrubbed:api_key#2]``)
+PLACEHOLDER = r"\[scrubbed:[a-z_]+(?:#\d+)?\]"
 #: the configured judge API key: a shape no rule knows, replaced because it is configured
 JUDGE_KEY = "judge-canary-7f3e9d21"
 
@@ -176,33 +179,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     yield Runs(root / "base", root / "new", root / "new.jsonl", rcs[0], rcs[1], err)
 
 
-def chromium_path() -> str:
-    """The Debian headless shell (``scripts/test.sh`` installs ``chromium-headless-shell``)."""
-    found = shutil.which("chromium-headless-shell")
-    if found:
-        return found
-    pytest.fail(
-        "chromium-headless-shell is not installed: run scripts/test.sh (it installs the Debian "
-        "package) or apt-get install --no-install-recommends chromium-headless-shell"
-    )
-
-
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium_path(), args=BROWSER_ARGS)
+        exe = chromium_path()
+        if exe is None:
+            pytest.fail(INSTALL_HINT)
+        b = pw.chromium.launch(executable_path=exe, args=BROWSER_ARGS)
         try:
             yield b
         finally:
@@ -239,14 +224,7 @@ def open_report(browser: Any) -> Iterator[Opener]:
         page = ctx.new_page()
         opened = Opened(page, url)
 
-        def route(r: Any) -> None:
-            if r.request.url == url:
-                r.continue_()
-            else:
-                opened.blocked.append(r.request.url)
-                r.abort()
-
-        page.route("**/*", route)
+        page.route("**/*", only(url, opened.blocked))
         page.on("request", lambda r: opened.requests.append(r.url))
         page.on("console", lambda m: opened.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: opened.errors.append(f"pageerror: {e}"))
