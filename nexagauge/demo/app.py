@@ -18,9 +18,14 @@ Run (the collector's OTLP gRPC endpoint; standard ``OTEL_*`` variables work too)
     python -m nexagauge.demo.app --endpoint http://localhost:4317 --rate 2 \\
         --drift-after 600 --drift-share 0.4
 
+A share of the traffic (``--agent-share``) is a support agent with tools instead
+(:mod:`nexagauge.demo.agent`: ``@nexagauge.tool`` / ``@nexagauge.trace(tools=...)``, with failing
+tools, loops and undeclared tools now and then), so the agent signals and the Agents dashboard
+have data.
+
 Every option also reads an environment variable (``DEMO_RATE``, ``DEMO_DRIFT_AFTER_S``,
-``DEMO_DRIFT_SHARE``, ``DEMO_DURATION_S``, ``DEMO_SEED``, ``DEMO_MODEL``), which is how
-``docker-compose.yml`` configures it.
+``DEMO_DRIFT_SHARE``, ``DEMO_DURATION_S``, ``DEMO_SEED``, ``DEMO_MODEL``, ``DEMO_AGENT_SHARE``),
+which is how ``docker-compose.yml`` configures it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import nexagauge
+from nexagauge.demo.agent import DemoAgent
 from nexagauge.sdk import conventions as C
 
 # ---------------------------------------------------------------------------------------------
@@ -223,14 +229,17 @@ class DemoApp:
     drift_share: float = 0.4
     model: str = "demo-llm-1"
     seed: int = 7
+    #: share of the traffic that is agent runs (nexagauge.demo.agent)
+    agent_share: float = 0.25
     started: float = field(default_factory=time.monotonic)
     counts: dict[str, int] = field(
-        default_factory=lambda: {"ok": 0, "off_topic": 0, "ungrounded": 0}
+        default_factory=lambda: {"ok": 0, "off_topic": 0, "ungrounded": 0, "agent": 0}
     )
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.llm = DemoLLM(self.model, random.Random(self.seed + 1))
+        self.agent = DemoAgent(random.Random(self.seed + 2), model=self.model)
         attrs = {C.GEN_AI_REQUEST_MODEL: self.model}
         # built per instance so the model attribute follows the configuration
         self._generate = nexagauge.trace(
@@ -258,6 +267,11 @@ class DemoApp:
         mode = self.mode()
         self.counts[mode] += 1
         return str(self._answer(question, mode))
+
+    def agent_run(self) -> str:
+        """One agent run (one trace: support.agent > execute_tool spans + the LLM call)."""
+        self.counts["agent"] += 1
+        return self.agent.ask()
 
     def conversation(self, turns: int) -> None:
         """A short conversation about one topic, grouped by a session id."""
@@ -295,9 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drift-share", type=float, default=_env_float("DEMO_DRIFT_SHARE", 0.4))
     ap.add_argument("--seed", type=int, default=int(_env_float("DEMO_SEED", 7)))
     ap.add_argument("--model", default=os.environ.get("DEMO_MODEL", "demo-llm-1"))
+    ap.add_argument(
+        "--agent-share",
+        type=float,
+        default=_env_float("DEMO_AGENT_SHARE", 0.25),
+        help="share of the traffic that is agent runs with tools",
+    )
     args = ap.parse_args(argv)
-    if args.rate <= 0 or not 0 <= args.drift_share <= 1:
-        ap.error("--rate must be > 0 and --drift-share in [0, 1]")
+    if args.rate <= 0 or not 0 <= args.drift_share <= 1 or not 0 <= args.agent_share <= 1:
+        ap.error("--rate must be > 0, --drift-share and --agent-share in [0, 1]")
 
     nexagauge.configure(
         service_name=args.service_name, endpoint=args.endpoint, protocol=args.protocol
@@ -307,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         drift_share=args.drift_share,
         model=args.model,
         seed=args.seed,
+        agent_share=args.agent_share,
     )
     stop = False
 
@@ -319,8 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     last_report = t0
     while not stop and (args.duration <= 0 or time.monotonic() - t0 < args.duration):
-        turns = app.rng.randint(1, 3)
-        app.conversation(turns)
+        if app.rng.random() < app.agent_share:
+            app.agent_run()
+            turns = 1
+        else:
+            turns = app.rng.randint(1, 3)
+            app.conversation(turns)
         time.sleep(turns / args.rate)
         if time.monotonic() - last_report >= 30:
             last_report = time.monotonic()

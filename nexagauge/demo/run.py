@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from nexagauge.emit import metric_names as mn
 from nexagauge.emit.alerts import GROUNDING, RELEVANCE, check_score_alerts
 
 PROGRESS_EVERY_S = 3.0
@@ -91,7 +92,7 @@ def _settings(opts: DemoOptions, bootstrap: str, cache_dir: str) -> Any:
         kafka={"bootstrap_servers": bootstrap, "fetch_max_wait_ms": 20},
         online={
             "target": "eval",
-            "nodes": ["relevance", "grounding"],
+            "nodes": ["relevance", "grounding", "agent_signals"],
             "rekey": True,  # rotel does not key messages by trace id
             "trace_grace_s": 0.5,
             "trace_inactivity_s": 5.0,
@@ -316,9 +317,33 @@ class Demo:
                 else ("condition met, sample guard not met" if chk.condition else "quiet")
             )
             self.say(f"  {chk.alert:30} {state:38} value {value} vs {chk.threshold} ({chk.detail})")
+        metrics = getattr(svc, "metrics", None)
+        if metrics is not None:
+            self.say(f"\n{agent_summary(metrics.registry)}")
         stats = getattr(getattr(svc, "stage", None), "stats", None)
         if stats is not None:
             self.say(f"\nevaluator: {stats}")
+
+
+def agent_summary(registry: Any) -> str:
+    """One line on the agent runs the evaluator saw (from its Prometheus series)."""
+
+    def total(name: str, **labels: str) -> int:
+        return int(
+            sum(
+                s.value
+                for m in registry.collect()
+                for s in m.samples
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+            )
+        )
+
+    return (
+        f"agent signals: {total(mn.AGENT_RUNS)} agent runs, "
+        f"{total(mn.AGENT_TOOL_CALLS)} tool calls ({total(mn.AGENT_TOOL_CALLS, outcome='failed')} "
+        f"failed), {total(mn.AGENT_LOOPS)} loops, "
+        f"{total(mn.AGENT_UNDECLARED_TOOL_CALLS)} calls to undeclared tools"
+    )
 
 
 async def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:

@@ -48,7 +48,7 @@ def test_spans_answers_and_drift() -> None:
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout.strip().splitlines()[-1])
     before, after = data["counts"]
-    assert before == {"ok": 24, "off_topic": 0, "ungrounded": 0}
+    assert before == {"ok": 24, "off_topic": 0, "ungrounded": 0, "agent": 0}
     assert after["ok"] == 0 and after["off_topic"] > 0 and after["ungrounded"] > 0
     roots = [s for s in data["spans"] if s["name"] == "rag.answer"]
     assert len(roots) == 48 and not any(s["parent"] for s in roots)
