@@ -40,7 +40,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--baseline", metavar="PREV_DIR", help="results directory of an earlier run to compare with"
     )
-    p.add_argument("--pii", action="store_true", help="also scrub personal data (emails, phones)")
+    p.add_argument(
+        "--pii", action="store_true", help="also scrub personal data (default: run.scrub_pii)"
+    )
     p.add_argument("--config", metavar="FILE", help="TOML settings file (its secrets are scrubbed)")
 
 
@@ -58,7 +60,8 @@ def write(
     settings: Any,
     pii: bool = False,
 ) -> Path:
-    """Write the report; a :class:`ReportError` becomes a :class:`CliError` (exit status 2)."""
+    """Write the report; a :class:`ReportError` becomes a :class:`CliError` (exit status 2).
+    Personal data is scrubbed with ``pii`` or when the run scrubs it (``run.scrub_pii``)."""
     from nexagauge.report.load import ReportError
     from nexagauge.report.render import write_report
 
@@ -68,7 +71,7 @@ def write(
             output,
             baseline=baseline,
             literals=configured_secrets(settings),
-            pii=pii,
+            pii=pii or settings.run.scrub_pii,
         )
     except ReportError as e:
         raise CliError(str(e)) from None

@@ -87,3 +87,22 @@ def test_unwritable_report_is_an_error_and_the_results_stand(tmp_path: Path, dat
     p = _nexagauge(tmp_path, "run", "chunk", "-i", str(data), "-o", str(out), "--report", str(html))
     assert "report not written: cannot write the report" in p.stderr
     assert p.returncode == 0 == json.loads((out / "summary.json").read_text())["exit_status"]
+
+
+def test_run_scrub_pii_also_scrubs_the_report(tmp_path: Path) -> None:
+    data = tmp_path / "pii.jsonl"
+    data.write_text(json.dumps({"question": "Mail bob@example.com", "answer": "Done."}) + "\n")
+    out = tmp_path / "out"
+    assert _nexagauge(tmp_path, "run", "chunk", "-i", str(data), "-o", str(out)).returncode == 0
+    assert "bob@example.com" in (out / "report.html").read_text(encoding="utf-8")  # pii kept
+    p = subprocess.run(
+        [*nexagauge_command(), "report", str(out)],
+        cwd=tmp_path,
+        env=run_env(tmp_path / "cache", NEXAGAUGE_RUN_SCRUB_PII="true"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "bob@example.com" not in html and "[scrubbed:email" in html

@@ -135,3 +135,11 @@ def test_static_script_writes_no_markup() -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
                  "Function(", "</script"):  # fmt: skip
         assert sink not in text, sink
+
+
+def test_pii_is_scrubbed_on_request(tmp_path: Path) -> None:
+    record = {"input": "Mail bob@example.com about it", "output": "Done.", "context": []}
+    _write_case(tmp_path, "p", {"case_id": "p", "index": 0, "record": record})
+    assert "bob@example.com" in build_report(tmp_path)  # personal data is kept by default
+    html = build_report(tmp_path, pii=True)
+    assert "bob@example.com" not in html and "[scrubbed:email" in html
