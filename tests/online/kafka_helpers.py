@@ -19,12 +19,17 @@ from .otlp import rand_tid, sdk_turn, sid, traces_request
 
 
 def topics(prefix: str = "t") -> dict[str, str]:
+    """Fresh names for every topic and group the evaluator uses (its ``[kafka]`` table): tests
+    share the session's broker, never a topic (``kafka_broker`` in ``tests/conftest.py``)."""
     u = uuid.uuid4().hex[:8]
     return {
         "traces_topic": f"{prefix}-spans-{u}",
         "logs_topic": f"{prefix}-logs-{u}",
         "rekeyed_topic": f"{prefix}-bytrace-{u}",
         "dlq_topic": f"{prefix}-dlq-{u}",
+        "turns_topic": f"{prefix}-turns-{u}",
+        "conversation_changelog_topic": f"{prefix}-turns-changelog-{u}",
+        "emitted_topic": f"{prefix}-emitted-{u}",
         "group_id": f"{prefix}-group-{u}",
     }
 
