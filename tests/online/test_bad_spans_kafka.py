@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,14 +22,6 @@ from .otlp import rand_tid, sdk_turn, sid, span, traces_request
 from .test_kafka import Recorder, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
 
 
 def mixed_message(good: list[bytes]) -> bytes:

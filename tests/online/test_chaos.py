@@ -35,14 +35,6 @@ pytestmark = pytest.mark.integration
 EVALS = "nexagauge_evaluations_total"
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
-
-
 @pytest.fixture()
 def receiver() -> Iterator[Any]:
     from support.otlp_receiver import OtlpReceiver

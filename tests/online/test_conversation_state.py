@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -128,14 +127,6 @@ def test_trace_evaluation_never_judges_conversation_relevance_when_the_stage_own
 # --------------------------------------------------------------------------------------------
 # the changelog on the real broker
 # --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
-
-
 async def wait_for(pred: Any, within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -382,14 +381,6 @@ async def test_evaluator_stage_publishes_turns_keyed_by_conversation() -> None:
 # --------------------------------------------------------------------------------------------
 # real broker + real openai client over HTTP + real emitter
 # --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
-
-
 class WindowServer:
     """Loopback OpenAI server answering conversation windows ("no" for replies about Paris)."""
 

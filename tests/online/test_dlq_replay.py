@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,6 @@ from .otlp import rand_tid, sdk_turn, sid, traces_request
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
 
 
 class Recorder:

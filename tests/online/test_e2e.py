@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,8 +44,8 @@ def _status(port: int, path: str) -> int:
         return 0
 
 
-def test_app_to_scores_end_to_end(tmp_path: Path) -> None:
-    from support.broker import TansuBroker, free_port
+def test_app_to_scores_end_to_end(tmp_path: Path, broker: Any) -> None:
+    from support.broker import free_port
     from support.collector import RotelCollector
     from support.openai_server import OpenAIServer
     from support.otlp_receiver import OtlpReceiver
@@ -52,7 +53,6 @@ def test_app_to_scores_end_to_end(tmp_path: Path) -> None:
     names = topics("e2e")
     metrics_port = free_port()
     with (
-        TansuBroker() as broker,
         OtlpReceiver() as rx,
         OpenAIServer() as judge,
         RotelCollector(

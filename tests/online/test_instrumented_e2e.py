@@ -73,8 +73,10 @@ def _context_blocks(req: Any) -> list[str]:
     return [m.group(1)] if m else []
 
 
-def test_real_instrumentations_through_the_collector_give_exact_numbers(tmp_path: Path) -> None:
-    from support.broker import TansuBroker, free_port
+def test_real_instrumentations_through_the_collector_give_exact_numbers(
+    tmp_path: Path, broker: Any
+) -> None:
+    from support.broker import free_port
     from support.collector import RotelCollector
     from support.openai_server import OpenAIServer, Reply
     from support.otlp_receiver import OtlpReceiver
@@ -90,7 +92,6 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(tmp_path
     names = topics("inst")
     metrics_port = free_port()
     with (
-        TansuBroker() as broker,
         OtlpReceiver() as rx,
         OpenAIServer() as judge,
         OpenAIServer() as llm,
@@ -160,30 +161,40 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(tmp_path
                 assert serve.poll() is None, log_path.read_text()[-3000:]
                 assert time.monotonic() < deadline, "serve never became ready"
                 time.sleep(0.2)
-            # -- the apps, one process per library / content mode ----------------------------
+            # -- the apps, one process per library / content mode, all at once (independent
+            # conversations; the evaluator sees them interleaved, as from real services) ------
+            apps: dict[str, subprocess.Popen[bytes]] = {}
             turns: list[dict[str, Any]] = []
-            for kind in KINDS:
-                out = tmp_path / f"{kind}.json"
-                app = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "tests.online.rag_apps",
-                        kind,
-                        col.grpc_endpoint,
-                        llm.base_url,
-                        str(out),
-                    ],
-                    cwd=REPO,
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    env=env,
-                )
-                assert app.returncode == 0, f"{kind}: {app.stderr[-3000:]}"
-                got = json.loads(out.read_text())
-                assert len(got) == TURNS, (kind, got)
-                turns += got
+            try:
+                for kind in KINDS:
+                    with (tmp_path / f"{kind}.err").open("wb") as err:
+                        apps[kind] = subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "tests.online.rag_apps",
+                                kind,
+                                col.grpc_endpoint,
+                                llm.base_url,
+                                str(tmp_path / f"{kind}.json"),
+                            ],
+                            cwd=REPO,
+                            stdout=subprocess.DEVNULL,
+                            stderr=err,
+                            env=env,
+                        )
+                for kind, app in apps.items():
+                    rc = app.wait(timeout=120)
+                    err_text = (tmp_path / f"{kind}.err").read_text(errors="replace")
+                    assert rc == 0, f"{kind}: {err_text[-3000:]}"
+                    got = json.loads((tmp_path / f"{kind}.json").read_text())
+                    assert len(got) == TURNS, (kind, got)
+                    turns += got
+            finally:
+                for app in apps.values():
+                    if app.poll() is None:
+                        app.kill()
+                        app.wait()
             by_trace = {t["trace_id"]: t for t in turns}
             n = len(by_trace)
             assert n == len(KINDS) * TURNS

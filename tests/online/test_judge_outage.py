@@ -13,7 +13,6 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,14 +23,6 @@ from nexagauge.settings import Settings
 from .kafka_helpers import build_traces, committed, end_offsets, produce, settings_dict, topics
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
 
 
 class Recorder:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,14 +14,6 @@ from nexagauge.online.delivery.markers import EmittedKeys, Origin, primary_sourc
 from nexagauge.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
 
 
 async def _store(

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,6 @@ from .kafka_helpers import build_traces, produce, settings_dict, toml_config, to
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
 
 
 class Runner:

@@ -129,14 +129,6 @@ async def test_dead_letter_headers_never_carry_secrets_and_reference_mode_drops_
 # --------------------------------------------------------------------------------------------
 # real parts
 # --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Any]:
-    from support.broker import TansuBroker
-
-    with TansuBroker() as b:
-        yield b
-
-
 @pytest.mark.integration
 async def test_service_logs_and_dead_letters_hold_no_secret(
     broker: Any, caplog: pytest.LogCaptureFixture
