@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 from opentelemetry import context as otel_context
@@ -30,7 +30,7 @@ from nexagauge.sdk._version import SDK_VERSION
 from nexagauge.sdk.knobs import knob_blocks
 from nexagauge.sdk.serialize import dumps, safe_repr, to_jsonable
 from nexagauge.sdk.spans import end_error, end_ok, start
-from nexagauge.sdk.streams import async_stream, sync_stream
+from nexagauge.sdk.streams import async_stream, sync_stream, traced_async_gen, traced_gen
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -222,10 +222,11 @@ def trace(
             knobs=knobs,
             stream=is_gen or is_agen,
         )
+        wrapper: Callable[..., Any]
         if is_agen:
-            wrapper = _wrap_async_gen(fn, meta)
+            wrapper = traced_async_gen(_streaming(fn, meta))
         elif is_gen:
-            wrapper = _wrap_gen(fn, meta)
+            wrapper = traced_gen(_streaming(fn, meta))
         elif inspect.iscoroutinefunction(fn):
             wrapper = _wrap_async(fn, meta)
         else:
@@ -338,45 +339,13 @@ def _wrap_async(fn: Callable[..., Any], meta: Meta) -> Callable[..., Any]:
     return wrapper
 
 
-def _wrap_gen(fn: Callable[..., Any], meta: Meta) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+def _streaming(fn: Callable[..., Any], meta: Meta) -> Callable[..., Any]:
+    """What a traced generator function does at its first iteration: start the call's span
+    and the body; the call (``None``: untraced) and the body's generator, for
+    :func:`~nexagauge.sdk.streams.traced_gen` / :func:`~nexagauge.sdk.streams.traced_async_gen`."""
+
+    def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Call | None, Any]:
         call = _begin(meta, args, kwargs)
-        if call is None:
-            return (yield from fn(*args, **kwargs))
-        return (yield from sync_stream(call, _run(call, fn, args, kwargs)))
+        return call, fn(*args, **kwargs) if call is None else _run(call, fn, args, kwargs)
 
-    return wrapper
-
-
-def _wrap_async_gen(fn: Callable[..., Any], meta: Meta) -> Callable[..., Any]:
-    async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        call = _begin(meta, args, kwargs)
-        inner = (
-            fn(*args, **kwargs)
-            if call is None
-            else async_stream(call, _run(call, fn, args, kwargs))
-        )
-        # forward asend / athrow / aclose (an async generator cannot `yield from`)
-        sent: Any = None
-        pending: BaseException | None = None
-        try:
-            while True:
-                try:
-                    if pending is None:
-                        chunk = await inner.asend(sent)
-                    else:
-                        thrown, pending = pending, None
-                        chunk = await inner.athrow(thrown)
-                except StopAsyncIteration:
-                    return
-                try:
-                    sent = yield chunk
-                except GeneratorExit:
-                    raise
-                except BaseException as exc:
-                    pending = exc
-                    sent = None
-        finally:
-            await inner.aclose()
-
-    return wrapper
+    return start
