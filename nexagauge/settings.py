@@ -139,7 +139,9 @@ class KafkaSettings(_Section):
     rekeyed_topic: str = "nexagauge_spans_by_trace"
     dlq_topic: str = "nexagauge_dlq"
     #: what a poison message's dead letter holds: the app's raw message ("raw", with whatever
-    #: secrets the app sent) or only a reference to it in its source topic ("reference")
+    #: secrets the app sent: undecodable, so unscrubbed) or only a reference to it in its source
+    #: topic ("reference"); a failed evaluation's letter holds the scrubbed case (online.scrub),
+    #: or none under "reference"
     dlq_payload: Literal["raw", "reference"] = "raw"
     #: turns keyed by conversation id (the conversation stage's repartition topic, see docs/online.md)
     turns_topic: str = "nexagauge_turns"

@@ -23,8 +23,9 @@ trace spans several), so its record is a JSON object keyed by trace id (:data:`R
 the trace, span, configuration fingerprint, per-node errors (through :func:`scrub`), the
 evaluated span's identity (service, span name, end time, model, conversation id, sampling rule,
 node set), the ``sources`` (topic, partition, offset) its spans came from, and the **case**
-itself - the input, output and context the graph evaluated, as captured (and scrubbed) by the
-SDK - so that ``nexagauge dlq replay`` can evaluate it again after a fix
+itself - the input, output and context the graph evaluated, scrubbed by the evaluator when the
+case was extracted (``online.scrub`` / ``online.scrub_pii``, :mod:`nexagauge.schema.scrub`: third-party
+instrumentations record text verbatim, so the SDK's scrubbing cannot be relied on) - so that ``nexagauge dlq replay`` can evaluate it again after a fix
 (:mod:`nexagauge.online.replay`). A case larger than ``online.dlq_max_case_bytes`` is left out
 (``case_omitted`` says why; not replayable), and so is every case under
 ``kafka.dlq_payload = "reference"`` (no app content in the DLQ). No judge prompt or answer is
