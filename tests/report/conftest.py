@@ -154,7 +154,7 @@ class Runs:
     new_stderr: str
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     root = tmp_path_factory.mktemp("runs")
     with OpenAIServer(handler=reasoning_handler) as srv:
@@ -179,7 +179,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     yield Runs(root / "base", root / "new", root / "new.jsonl", rcs[0], rcs[1], err)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
