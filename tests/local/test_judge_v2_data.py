@@ -1,6 +1,6 @@
 """The labelled sets of the local judge (issue 17: v2 to v5) are well-formed (fast: no model).
 
-Checks what ``docs/local-judge.md`` ("Evaluation set v2" to "v4", "Training set v5") promises
+Checks what ``bench/local_judge/RECORD.md`` ("Evaluation set v2" to "v4", "Training set v5") promises
 about ``tests/data/local_judge_v*/``: the committed files are exactly what the builder makes from
 the hand-written source, every row has the schema and a valid label, splits are by case (no question
 or context text in both halves), both halves hold both labels and every frequent kind, the set is
@@ -19,16 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scripts import load_script
+from support.scripts import bench_module, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the experiment record: its tables are checked against the committed runs
+RECORD = ROOT / "bench" / "local_judge" / "RECORD.md"
+#: the users' page: the figures it quotes are checked against the same runs
+USER_PAGE = ROOT / "docs" / "local-judge.md"
 MIN_SENTENCES = 400  # issue 17: at least 400 sentences per task
 
 
 builder = load_script(
     "local_judge_v2_build", ROOT / "tests" / "data" / "local_judge_v2" / "build.py"
 )
-evalmod = load_script("local_judge_eval_bench", ROOT / "bench" / "local_judge_eval.py")
+evalmod = bench_module("local_judge.eval")
 
 REQUIRED_KINDS = {
     "relevance": {
@@ -89,8 +93,8 @@ SET_TASKS = [(s, t) for s in evalmod.LABELLED for t in evalmod.tasks_of(s)]
 
 def test_every_evaluation_set_has_both_tasks_and_v5_trains_relevance_only() -> None:
     """An evaluation set labels both tasks; the training-only v5 labels relevance, trains the
-    cross-encoder and calibrates (``local_judge_accuracy.SETS``), and is never evaluated."""
-    lja = load_script("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    cross-encoder and calibrates (``local_judge.accuracy.SETS``), and is never evaluated."""
+    lja = bench_module("local_judge.accuracy")
     assert all(evalmod.tasks_of(s) == builder.TASKS for s in evalmod.SETS)
     assert {"v5"} == evalmod.TRAIN_ONLY and evalmod.tasks_of("v5") == ("relevance",)
     assert set(lja.SETS) >= evalmod.TRAIN_ONLY and not evalmod.TRAIN_ONLY & set(evalmod.SETS)
@@ -347,7 +351,7 @@ def test_calibration_never_sees_a_question_a_held_out_case_asks() -> None:
     for word). The cross-encoder trains on calibration rows and could learn a question's
     answers, so calibration rows that ask a held-out question, or one alike, are left out:
     the held-out and test-only figures measure questions nothing was fitted to."""
-    lja = load_script("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    lja = bench_module("local_judge.accuracy")
     held = {r["question"] for s in lja.HELD_OUT_SETS for r in lja.load_rows(s, "relevance")
             if r["split"] == "heldout"}  # fmt: skip
     assert set(lja.HELD_OUT_SETS) >= set(evalmod.SETS) | {"v1"}  # v4 (test only) included
@@ -371,8 +375,8 @@ def test_calibration_never_sees_a_question_a_held_out_case_asks() -> None:
         per_set.append(f"{dataset} {len(raw) - len(kept)}")
         cases += len({r["item"] for r in raw} - {r["item"] for r in kept})
     assert left_out == 298
-    # docs/local-judge.md ("Labelled data and calibration") quotes what the rule leaves out
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    # bench/local_judge/RECORD.md ("Labelled data and calibration") quotes what the rule leaves out
+    docs = " ".join(RECORD.read_text("utf-8").split())
     assert f"**{left_out} rows of {cases} cases** ({', '.join(per_set)};" in docs
     # the rule, on the pairs quoted in its comment
     same = lja.same_question
@@ -388,23 +392,23 @@ def test_calibration_never_sees_a_question_a_held_out_case_asks() -> None:
 def test_nothing_calibrates_or_trains_on_a_test_only_set() -> None:
     """The v4 set measures the shipped judge on text nothing was fitted to: the calibration
     (and the cross-encoder's training, which reads the same sets) never loads it."""
-    lja = load_script("local_judge_accuracy_sets", ROOT / "bench" / "local_judge_accuracy.py")
+    lja = bench_module("local_judge.accuracy")
     assert evalmod.TEST_ONLY and not evalmod.TEST_ONLY & set(lja.SETS)
     assert set(evalmod.SETS) >= evalmod.TEST_ONLY
 
 
 def v4_docs_rows() -> list[str]:
-    """The rows docs/local-judge.md ("Evaluation set v4") must show, from the committed runs."""
-    res = ROOT / "bench" / "results"
+    """The rows bench/local_judge/RECORD.md ("Evaluation set v4") must show, from the committed runs."""
+    res = ROOT / "bench" / "local_judge" / "results"
     runs = [
-        ("before issue 17 (`820af0b`)", "local_judge_eval_v4_baseline.json"),
-        ("`cal.2026-11-e` (no cross-encoder, `65ffde0`)", "local_judge_eval_v4_before_ce.json"),
+        ("before issue 17 (`820af0b`)", "eval_v4_baseline.json"),
+        ("`cal.2026-11-e` (no cross-encoder, `65ffde0`)", "eval_v4_before_ce.json"),
         (
             "`cal.2026-11-f` (cross-encoder trained on v1-v3, `5418774`)",
-            "local_judge_eval_v4_cal_f.json",
+            "eval_v4_cal_f.json",
         ),
-        ("`cal.2026-11-g` without the score offset", "local_judge_eval_v4_no_offset.json"),
-        ("now (`cal.2026-11-g`: + v5, score offset)", "local_judge_eval_v4.json"),
+        ("`cal.2026-11-g` without the score offset", "eval_v4_no_offset.json"),
+        ("now (`cal.2026-11-g`: + v5, score offset)", "eval_v4.json"),
     ]
     rows = []
     reports = {}
@@ -428,15 +432,15 @@ def v4_docs_rows() -> list[str]:
 
 
 def test_docs_show_the_v4_figures_the_committed_runs_measured() -> None:
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    docs = " ".join(RECORD.read_text("utf-8").split())
     rows = v4_docs_rows()
     assert len(rows) >= 3 + 12
     for row in rows:
         assert row in docs, row
     # every run judged every sentence of the set, once
-    for file in ("local_judge_eval_v4.json", "local_judge_eval_v4_no_offset.json",
-                 "local_judge_eval_v4_cal_f.json", "local_judge_eval_v4_before_ce.json"):  # fmt: skip
-        rep = json.loads((ROOT / "bench" / "results" / file).read_text("utf-8"))
+    for file in ("eval_v4.json", "eval_v4_no_offset.json",
+                 "eval_v4_cal_f.json", "eval_v4_before_ce.json"):  # fmt: skip
+        rep = json.loads((ROOT / "bench" / "local_judge" / "results" / file).read_text("utf-8"))
         for r in rep["reports"]:
             assert r["overall"]["n"] == len(evalmod.load(r["task"], "heldout", "v4")), file
 
@@ -444,15 +448,13 @@ def test_docs_show_the_v4_figures_the_committed_runs_measured() -> None:
 @pytest.mark.parametrize("dataset", sorted(evalmod.TEST_ONLY))
 def test_test_only_agreement_and_eval_report_the_same_judge_accuracy(dataset: str) -> None:
     """Two benches judge a test-only set: the agreement table (features,
-    ``local_judge_accuracy.prepare``) and the eval (the judge protocol, one call per case). Their
+    ``local_judge.accuracy.prepare``) and the eval (the judge protocol, one call per case). Their
     committed figures agree, and the docs show the set's agreement rows."""
-    agreement = load_script(
-        "local_judge_agreement_rows", ROOT / "bench" / "local_judge_agreement.py"
-    )
-    res = ROOT / "bench" / "results"
-    table = json.loads((res / "local_judge_agreement.json").read_text("utf-8"))
-    ev = json.loads((res / f"local_judge_eval_{dataset}.json").read_text("utf-8"))
-    docs = (ROOT / "docs" / "local-judge.md").read_text("utf-8")
+    agreement = bench_module("local_judge.agreement")
+    res = ROOT / "bench" / "local_judge" / "results"
+    table = json.loads((res / "agreement.json").read_text("utf-8"))
+    ev = json.loads((res / f"eval_{dataset}.json").read_text("utf-8"))
+    docs = RECORD.read_text("utf-8")
     for r in ev["reports"]:
         (row,) = [a for a in table if a["set"] == dataset and a["task"] == r["task"]]
         assert row["judge_first"] == {"k": r["overall"]["correct"], "n": r["overall"]["n"]}
@@ -462,12 +464,12 @@ def test_test_only_agreement_and_eval_report_the_same_judge_accuracy(dataset: st
 
 
 def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
-    """docs/local-judge.md ("Accuracy on the held-out halves": the main table's v1-v3 rows and
-    the relevance per-kind table) shows bench/results/local_judge_accuracy.json, and its v4
+    """bench/local_judge/RECORD.md ("Accuracy on the held-out halves": the main table's v1-v3 rows and
+    the relevance per-kind table) shows bench/local_judge/results/accuracy.json, and its v4
     rows show the committed v4 eval."""
-    res = ROOT / "bench" / "results"
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
-    acc = json.loads((res / "local_judge_accuracy.json").read_text("utf-8"))
+    res = ROOT / "bench" / "local_judge" / "results"
+    docs = " ".join(RECORD.read_text("utf-8").split())
+    acc = json.loads((res / "accuracy.json").read_text("utf-8"))
     by = {(r["set"], r["task"], r["subset"]): r for r in acc}
     for (dataset, task, subset), r in by.items():
         cell = f"{r['accuracy']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
@@ -482,7 +484,7 @@ def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
             r = by[(dataset, "relevance", f"kind={kind}")]
             cells += [str(r["n"]), f"{r['accuracy']:.3f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]"]
         assert f"| {kind} | " + " | ".join(cells) + " |" in docs, kind
-    ev = json.loads((res / "local_judge_eval_v4.json").read_text("utf-8"))
+    ev = json.loads((res / "eval_v4.json").read_text("utf-8"))
     for rep in ev["reports"]:
         o = rep["overall"]
         cell = f"**{o['accuracy']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}]** | {rep['kappa']:.3f} |"
@@ -491,14 +493,14 @@ def test_docs_show_the_held_out_figures_the_accuracy_bench_measured() -> None:
 
 @pytest.mark.parametrize("dataset", ["v6", "v7", "v10"])
 def test_docs_show_the_figures_the_shipped_judge_measured_on_a_new_set(dataset: str) -> None:
-    """docs/local-judge.md ("Evaluation set v6", "v7", "v10") shows
-    bench/results/local_judge_eval_v6.json (v7, v10): overall, by the shape of the answer and per
+    """bench/local_judge/RECORD.md ("Evaluation set v6", "v7", "v10") shows
+    bench/local_judge/results/eval_v6.json (v7, v10): overall, by the shape of the answer and per
     kind; the run judged every sentence of the set once, with the shipped judge; the main
     table's rows show it and the judge before issue 17."""
-    res = ROOT / "bench" / "results"
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
-    ev = json.loads((res / f"local_judge_eval_{dataset}.json").read_text("utf-8"))
-    base = json.loads((res / f"local_judge_eval_{dataset}_baseline.json").read_text("utf-8"))
+    res = ROOT / "bench" / "local_judge" / "results"
+    docs = " ".join(RECORD.read_text("utf-8").split())
+    ev = json.loads((res / f"eval_{dataset}.json").read_text("utf-8"))
+    base = json.loads((res / f"eval_{dataset}_baseline.json").read_text("utf-8"))
     assert ev["judge"] == evalmod.make_judge().result_meta()
     before = {r["task"]: r["overall"] for r in base["reports"]}
     for rep in ev["reports"]:
@@ -524,15 +526,15 @@ def test_docs_show_the_figures_the_shipped_judge_measured_on_a_new_set(dataset: 
 
 
 def test_readme_and_docs_quote_every_test_only_set_as_measured() -> None:
-    """The figures to expect on new text, in the README and the docs' summary, are the
-    committed runs of the shipped judge on every test-only set (two decimals); the docs' v7
-    reading (tangents dominate its relevance errors) is that run's arithmetic."""
-    res = ROOT / "bench" / "results"
+    """The figures to expect on new text, in the README, the users' page and the record's
+    summary, are the committed runs of the shipped judge on every test-only set (two decimals);
+    the record's v7 reading (tangents dominate its relevance errors) is that run's arithmetic."""
+    res = ROOT / "bench" / "local_judge" / "results"
     sets = sorted(evalmod.TEST_ONLY, key=lambda s: int(s[1:]))
     acc: dict[str, list[str]] = {"relevance": [], "grounding": []}
     reps = {}
     for dataset in sets:
-        ev = json.loads((res / f"local_judge_eval_{dataset}.json").read_text("utf-8"))
+        ev = json.loads((res / f"eval_{dataset}.json").read_text("utf-8"))
         reps[dataset] = {r["task"]: r for r in ev["reports"]}
         for task in acc:
             three = Decimal(f"{reps[dataset][task]['overall']['accuracy']:.3f}")  # as the tables
@@ -540,10 +542,12 @@ def test_readme_and_docs_quote_every_test_only_set_as_measured() -> None:
     readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
     assert (f"({' / '.join(sets)}): relevance {' / '.join(acc['relevance'])}, grounding "
             f"{' / '.join(acc['grounding'])}") in readme  # fmt: skip
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    docs = " ".join(RECORD.read_text("utf-8").split())
+    user = " ".join(USER_PAGE.read_text("utf-8").split())
     named = {t: [f"{a} ({d})" for a, d in zip(acc[t], sets, strict=True)] for t in acc}
     listed = {t: ", ".join(v[:-1]) + " and " + v[-1] for t, v in named.items()}
     assert f"relevance {listed['relevance']}, grounding {listed['grounding']}" in docs
+    assert f"relevance {listed['relevance']}, grounding {listed['grounding']}" in user
     rel = {d: reps[d]["relevance"] for d in sets}
     negatives = {d: sum(k["n"] for kind, k in rel[d]["per_kind"].items()
                         if kind in ("tangent", "same_subject_trivia", "filler", "off_topic"))
@@ -557,10 +561,61 @@ def test_readme_and_docs_quote_every_test_only_set_as_measured() -> None:
     assert f"would be {k / n:.3f} ({k} of {n})" in docs
 
 
+#: the kinds the users' page lists ("What it gets wrong"), as it names them
+USER_PAGE_KINDS = [
+    ("relevance", "direct", "direct answer"),
+    ("relevance", "same_subject_trivia", "same-subject trivia (off topic)"),
+    ("relevance", "tangent", "tangent (off topic)"),
+    ("grounding", "paraphrase", "paraphrase (supported)"),
+    ("grounding", "wrong_number", "wrong number (unsupported)"),
+    ("grounding", "contradiction", "contradiction (unsupported)"),
+    ("grounding", "entity_swap", "entity swap (unsupported)"),
+    ("grounding", "negation_flip", "negation flip (unsupported)"),
+]
+
+
+def test_the_users_page_shows_the_test_only_runs() -> None:
+    """docs/local-judge.md ("How accurate it is", "What it gets wrong", "What it costs") shows
+    the committed runs of the shipped judge: every test-only set's accuracy, interval and kappa,
+    their sentence counts, each listed kind pooled over those sets (correct / n, with its Wilson
+    interval) and the throughput run."""
+    from nexagauge.judge.local.calibrate import wilson
+
+    user = " ".join(USER_PAGE.read_text("utf-8").split()).replace("**", "")
+    res = ROOT / "bench" / "local_judge" / "results"
+    sets = sorted(evalmod.TEST_ONLY, key=lambda s: int(s[1:]))
+    reps = {}
+    for dataset in sets:
+        ev = json.loads((res / f"eval_{dataset}.json").read_text("utf-8"))
+        assert ev["judge"] == evalmod.make_judge().result_meta(), dataset  # the shipped judge
+        reps[dataset] = {r["task"]: r for r in ev["reports"]}
+        cells = []
+        for task in ("relevance", "grounding"):
+            r = reps[dataset][task]
+            o = r["overall"]
+            cells += [f"{o['accuracy']:.3f} [{o['ci_low']:.3f}, {o['ci_high']:.3f}]",
+                      f"{r['kappa']:.3f}"]  # fmt: skip
+        row = f"| {dataset} | " + " | ".join(cells) + " |"
+        assert row in user, row
+    total = {t: sum(reps[d][t]["overall"]["n"] for d in sets) for t in ("relevance", "grounding")}
+    assert (f"fitted to nothing ({', '.join(sets[:-1])}, {sets[-1]}: {total['relevance']:,} "
+            f"relevance and {total['grounding']:,} grounding sentences") in user  # fmt: skip
+    for task, kind, label in USER_PAGE_KINDS:
+        n = sum(reps[d][task]["per_kind"][kind]["n"] for d in sets)
+        k = sum(reps[d][task]["per_kind"][kind]["correct"] for d in sets)
+        low, high = wilson(k, n)
+        row = f"| {task} | {label} | {n} | {k / n:.3f} [{low:.3f}, {high:.3f}] |"
+        assert row in user, row
+    run = json.loads((res / "throughput.json").read_text("utf-8"))
+    assert f"{run['cases_per_s']:.2f} cases/s ({run['ms_per_case']:.1f} ms a case)" in user
+    assert f"({run['cases']} cases of about {run['claims'] / run['cases']:.0f} claims" in user
+    assert f"about {round(run['cases_per_s'] * 86400, -4):,.0f} cases a day per core" in user
+
+
 def test_docs_show_the_throughput_the_committed_run_measured() -> None:
-    """docs/local-judge.md ("Throughput") shows bench/results/local_judge_throughput.json."""
-    run = json.loads((ROOT / "bench/results/local_judge_throughput.json").read_text("utf-8"))
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    """bench/local_judge/RECORD.md ("Throughput") shows bench/local_judge/results/throughput.json."""
+    run = json.loads((ROOT / "bench/local_judge/results/throughput.json").read_text("utf-8"))
+    docs = " ".join(RECORD.read_text("utf-8").split())
     base = run["baseline"]
     assert (f"| {base['cases_per_s']:.2f} | {base['ms_per_case']:.1f} | "
             f"{base['encode_floor_s']:.2f} s | {base['judge_vs_floor']:.2f}x |") in docs  # fmt: skip
@@ -574,10 +629,10 @@ def test_docs_show_the_throughput_the_committed_run_measured() -> None:
 
 
 def test_docs_show_the_v8_candidates_as_measured() -> None:
-    """docs/local-judge.md ("Training set v8") shows bench/results/local_judge_v8_candidates.json,
+    """bench/local_judge/RECORD.md ("Training set v8") shows bench/local_judge/results/v8_candidates.json,
     whose first run is the shipped adapter; the candidates were not shipped."""
-    run = json.loads((ROOT / "bench/results/local_judge_v8_candidates.json").read_text("utf-8"))
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    run = json.loads((ROOT / "bench/local_judge/results/v8_candidates.json").read_text("utf-8"))
+    docs = " ".join(RECORD.read_text("utf-8").split())
     from nexagauge.judge.local.ce import ADAPTER
 
     shipped, *candidates = run["runs"]
@@ -599,14 +654,14 @@ def test_docs_show_the_v8_candidates_as_measured() -> None:
 
 
 def test_the_v9_candidate_was_decided_by_the_rule_written_before_it_was_measured() -> None:
-    """docs/local-judge.md ("Training set v9") shows bench/results/local_judge_v9_candidate.json;
+    """bench/local_judge/RECORD.md ("Training set v9") shows bench/local_judge/results/v9_candidate.json;
     its swap and v10 figures are the committed runs of each adapter; and what ships is what the
     rule of tests/data/local_judge_v10/DECISION.md (committed before any candidate was measured)
     says of those figures: C1 ships only if v10 relevance rises, the mean held-out v1-v3 falls by
     at most 0.01, no swap rate falls and grounding keeps its verdicts."""
-    res = ROOT / "bench" / "results"
-    run = json.loads((res / "local_judge_v9_candidate.json").read_text("utf-8"))
-    docs = " ".join((ROOT / "docs" / "local-judge.md").read_text("utf-8").split())
+    res = ROOT / "bench" / "local_judge" / "results"
+    run = json.loads((res / "v9_candidate.json").read_text("utf-8"))
+    docs = " ".join(RECORD.read_text("utf-8").split())
     from nexagauge.judge.local.ce import ADAPTER
 
     shipped_sha = hashlib.sha256(ADAPTER.read_bytes()).hexdigest()[:12]

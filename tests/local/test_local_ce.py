@@ -7,14 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.scripts import load_script
+from support.scripts import bench_module
 
 from nexagauge.judge.local.ce import ADAPTER, LINEARS, CrossEncoderError, RelevanceCrossEncoder
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the experiment record: its tables are checked against the committed runs
+RECORD = ROOT / "bench" / "local_judge" / "RECORD.md"
 
 
-bench = load_script("local_judge_accuracy", ROOT / "bench" / "local_judge_accuracy.py")
+bench = bench_module("local_judge.accuracy")
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -138,7 +140,7 @@ def test_calibration_pairs_take_their_out_of_fold_score_and_held_out_pairs_the_m
 
 
 def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
-    """The judge runs the cross-encoder in plain numpy; training (bench/local_judge_train_ce.py)
+    """The judge runs the cross-encoder in plain numpy; training (bench/local_judge/train_ce.py)
     runs it in torch. With a random adapter merged the same way, both give the same scores,
     padding and truncation included."""
     torch = pytest.importorskip("torch")
@@ -190,14 +192,14 @@ def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
 
 
 def test_a_soup_adapter_is_the_mean_of_its_models(tmp_path: Path) -> None:
-    """``local_judge_train_ce.py --soup``: one adapter whose merged update is the mean of the
+    """``local_judge.train_ce.py --soup``: one adapter whose merged update is the mean of the
     fold models' (factors side by side, B scaled by 1/K), pooler and head averaged; the judge
     loads it like any adapter."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from nexagauge.judge.embeddings import packaged_model_dir
 
-    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = bench_module("local_judge.train_ce")
     base = packaged_model_dir()
     models = [train._model(base), train._model(base)]
     gen = torch.Generator().manual_seed(3)
@@ -236,10 +238,10 @@ def test_a_soup_adapter_is_the_mean_of_its_models(tmp_path: Path) -> None:
 def test_the_score_offset_is_subtracted_from_every_score_and_renames_the_adapter(
     tmp_path: Path,
 ) -> None:
-    """``score_offset`` (``local_judge_train_ce.write_offset``) moves every score by exactly
+    """``score_offset`` (``local_judge.train_ce.write_offset``) moves every score by exactly
     that much, cached or not, keeps every other array, and changes the adapter's digest, so
     verdicts made before and after never share a cache key."""
-    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = bench_module("local_judge.train_ce")
     path = tmp_path / "shifted.npz"
     path.write_bytes(ADAPTER.read_bytes())
     train.write_offset(path, 0.0)
@@ -259,20 +261,20 @@ def test_the_score_offset_is_subtracted_from_every_score_and_renames_the_adapter
 
 
 def test_the_shipped_adapter_carries_its_measured_offset() -> None:
-    """The shipped adapter's offset is the one ``local_judge_train_ce.py`` measured (a real,
+    """The shipped adapter's offset is the one ``local_judge.train_ce.py`` measured (a real,
     positive shift: the model trained on every calibration row scores higher than the fold
-    models; docs/local-judge.md, "A known bias")."""
+    models; bench/local_judge/RECORD.md, "A known bias")."""
     with np.load(ADAPTER) as data:
         offset = float(data["score_offset"])
     assert 0.1 < offset < 3.0
-    docs = (ROOT / "docs" / "local-judge.md").read_text("utf-8")
+    docs = RECORD.read_text("utf-8")
     assert f"`score_offset` {offset:.4f}" in docs
 
 
 def test_reference_pairs_are_unlabelled_rag_text_on_both_sides_of_the_scale() -> None:
     """The offset is measured on pairs no model trains on (bench/data/rag_cases.jsonl): each
     question with its own answer's sentences and with the next case's."""
-    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = bench_module("local_judge.train_ce")
     pairs = train.reference_pairs()
     assert pairs == train.reference_pairs() and len(pairs) > 150
     questions = {q for q, _ in pairs}
@@ -294,13 +296,13 @@ def test_reference_pairs_are_unlabelled_rag_text_on_both_sides_of_the_scale() ->
 def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``local_judge_train_ce.py`` on a few real cases (one epoch, with one swapped answer per
+    """``local_judge.train_ce.py`` on a few real cases (one epoch, with one swapped answer per
     case as an extra negative, ``--swaps 1``): out-of-fold scores for exactly the calibration
     rows (none for the swaps), and an adapter the judge loads, carrying a score offset that
     the judge subtracts (its scores are the trained model's less the offset, up to float16)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    train = load_script("local_judge_train_ce", ROOT / "bench" / "local_judge_train_ce.py")
+    train = bench_module("local_judge.train_ce")
     rows = bench.load_rows("v2", "relevance")
     cal = sorted({r["item"] for r in rows if r["split"] == "calibration"})[:10]
     held = sorted({r["item"] for r in rows if r["split"] == "heldout"})[:2]

@@ -228,7 +228,7 @@ async def test_claims_relevance_grounding_nodes_with_the_local_judge(
     for m in (rel, grd):
         assert m.meta and m.meta["judge"] == "local" and m.meta["model"].startswith("local:")
     # the wrong year answers the question (relevant under the labelling rule: correctness is
-    # grounding's business, docs/local-judge.md; v1 labels the same sentence on_topic) and is
+    # grounding's business, bench/local_judge/RECORD.md; v1 labels the same sentence on_topic) and is
     # contradicted by the context; the aside about transformers is neither
     assert [c["verdict"] for c in rel.result] == ["ACCEPTED", "ACCEPTED", "REJECTED"]
     assert [c["verdict"] for c in grd.result] == ["ACCEPTED", "REJECTED", "REJECTED"]
@@ -403,7 +403,7 @@ async def test_single_correct_answers_are_accepted(judge_embedder: Any) -> None:
         rel_ok += rel.verdicts[0].raw
         grd_ok += grd.verdicts[0].raw
     # measured: 5 of 6 on each ("Jane Austen wrote it." is judged off-topic, "About six
-    # minutes." unsupported: docs/local-judge.md, honest limits)
+    # minutes." unsupported: bench/local_judge/RECORD.md, honest limits)
     assert rel_ok >= 5 and grd_ok >= 5, (rel_ok, grd_ok)
 
 
