@@ -14,7 +14,7 @@ Each file is a list of *cases*; a case is one question (relevance) or one contex
 ``+`` marks the positive label (``on_topic`` / ``supported``), ``-`` the negative one
 (``off_topic`` / ``unsupported``). Grounding cases have a ``C:`` line (the context) instead of
 ``Q:``; a ``Q:`` line there is optional (the question the answer was written for). Lines
-starting with ``#`` are comments. The labelling rule is in ``docs/local-judge.md`` ("Labelling
+starting with ``#`` are comments. The labelling rule is in ``bench/local_judge/RECORD.md`` ("Labelling
 rule"); labels follow it, never the kind.
 
 Outputs (committed; regenerate with ``python tests/data/local_judge_v2/build.py``):
