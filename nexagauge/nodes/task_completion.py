@@ -22,12 +22,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cache
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, create_model
+from typing import Any
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
+from nexagauge.nodes.conversation_relevance import window_model as answer_model
 from nexagauge.schema.case import ScoringMode
 from nexagauge.schema.results import ACCEPT_THRESHOLD, MetricResult, TaskCompletionMetrics
 from nexagauge.schema.tools import ToolCall
@@ -35,23 +33,6 @@ from nexagauge.schema.tools import ToolCall
 METRIC = "task_completion"
 CATEGORY = "agent"
 PROMPT = "task_completion"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-@cache
-def answer_model(scale: bool, reasoning: bool) -> type[BaseModel]:
-    """``{"verdict": "yes"|"no"}`` or ``{"score": 1..5}``, with ``reasoning`` when asked."""
-    fields: dict[str, Any] = {}
-    if scale:
-        fields["score"] = (Literal[1, 2, 3, 4, 5], ...)
-    else:
-        fields["verdict"] = (Literal["yes", "no"], ...)
-    if reasoning:
-        fields["reasoning"] = (str, ...)
-    return create_model(f"TaskCompletion{int(scale)}{int(reasoning)}", __base__=_Strict, **fields)
 
 
 def steps_text(calls: Sequence[ToolCall]) -> str:
@@ -128,7 +109,7 @@ class TaskCompletionNode(Node):
         }
         result: list[Any] = [row]
         if cfg.include_reasoning:
-            result.append({"reasoning": data.get("reasoning", "")})
+            result.append({"reasoning": data.get("reason", "")})
         metric = MetricResult(name=METRIC, category=CATEGORY, score=score, result=result, meta=meta)
         return TaskCompletionMetrics(metrics=[metric], cost=reply.cost)
 

@@ -49,7 +49,7 @@ def completion_judge(req: Request) -> Reply | None:
     done = (
         "status: shipped" in user and "Order A-1042 has shipped" in user.split("Final answer:")[-1]
     )
-    return Reply(content=json.dumps({"verdict": "yes" if done else "no", "reasoning": "checked"}))
+    return Reply(content=json.dumps({"verdict": "yes" if done else "no", "reason": "checked"}))
 
 
 @pytest.fixture(scope="module")
