@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,23 @@ def test_pii_is_scrubbed_on_request(tmp_path: Path) -> None:
     assert "bob@example.com" in build_report(tmp_path)  # personal data is kept by default
     html = build_report(tmp_path, pii=True)
     assert "bob@example.com" not in html and "[scrubbed:email" in html
+
+
+def test_only_the_largest_changes_are_listed_counts_cover_all() -> None:
+    from nexagauge.report.compare import compare_runs
+    from nexagauge.report.model import RunView
+    from nexagauge.report.render import MAX_CHANGES
+
+    n = MAX_CHANGES + 5
+    old = _case("a", **{f"m{i}": 0.5 for i in range(n)})
+    new = _case("a", **{f"m{i}": 0.5 + (i + 1) / (10 * n) for i in range(n)})
+
+    def run(case: CaseView) -> RunView:
+        return RunView("r", "eval", "x.jsonl", None, None, None, (), 1, 1, 0, 0, 0, 0, None,
+                       False, 0.0, 0.0, 0.0, (), (), (case,), ())  # fmt: skip
+
+    html = render(run(new), compare_runs(run(old), run(new)))
+    assert html.count("<tr data-delta=") == MAX_CHANGES
+    assert f"({n}; the {MAX_CHANGES} largest are listed)" in html
+    listed = [float(v) for v in re.findall(r'<tr data-delta="([^"]+)"', html)]
+    assert min(listed) > 5 / (10 * n) * 1.0001  # the 5 smallest changes are the ones left out
