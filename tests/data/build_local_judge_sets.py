@@ -64,7 +64,9 @@ def build(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[
         for i, it in enumerate(group):
             base = {"item": it["id"], "domain": it["domain"], "split": split}
 
-            def r(
+            def add(
+                rows: list[dict[str, Any]],
+                text: str,
                 claim: str,
                 label: str,
                 kind: str,
@@ -72,37 +74,17 @@ def build(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[
                 it: dict[str, Any] = it,
                 base: dict[str, Any] = base,
             ) -> None:
-                rel.append(
-                    {
-                        "id": f"rel-{it['id']}-{len([p for p in rel if p['item'] == it['id']])}",
-                        **base,
-                        "question": it["question"],
-                        "claim": claim,
-                        "label": label,
-                        "kind": kind,
-                        "clear": clear,
-                    }
-                )
+                """One pair of the item: its ``text`` (question or context) and a claim."""
+                prefix = "rel" if rows is rel else "grd"
+                k = len([p for p in rows if p["item"] == it["id"]])
+                rows.append({"id": f"{prefix}-{it['id']}-{k}", **base, text: it[text],
+                             "claim": claim, "label": label, "kind": kind, "clear": clear})  # fmt: skip
 
-            def g(
-                claim: str,
-                label: str,
-                kind: str,
-                clear: bool,
-                it: dict[str, Any] = it,
-                base: dict[str, Any] = base,
-            ) -> None:
-                grd.append(
-                    {
-                        "id": f"grd-{it['id']}-{len([p for p in grd if p['item'] == it['id']])}",
-                        **base,
-                        "context": it["context"],
-                        "claim": claim,
-                        "label": label,
-                        "kind": kind,
-                        "clear": clear,
-                    }
-                )
+            def r(claim: str, label: str, kind: str, clear: bool) -> None:
+                add(rel, "question", claim, label, kind, clear)
+
+            def g(claim: str, label: str, kind: str, clear: bool) -> None:
+                add(grd, "context", claim, label, kind, clear)
 
             for c in it["supported"]:
                 r(c, "on_topic", "answer", True)
