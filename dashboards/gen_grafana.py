@@ -58,6 +58,8 @@ class Panel:
     custom: dict[str, Any] = field(default_factory=dict)
     overrides: list[dict[str, Any]] = field(default_factory=list)
     transformations: list[dict[str, Any]] = field(default_factory=list)
+    #: value mappings, e.g. 0 -> "none" (an empty list that is good news says so)
+    mappings: list[dict[str, Any]] = field(default_factory=list)
 
     def render(self, pid: int, x: int, y: int) -> dict[str, Any]:
         for i, t in enumerate(self.targets):
@@ -69,6 +71,8 @@ class Panel:
             defaults["min"] = self.min
         if self.max is not None:
             defaults["max"] = self.max
+        if self.mappings:
+            defaults["mappings"] = self.mappings
         steps = self.thresholds or [(None, "green")]
         defaults["thresholds"] = {
             "mode": "absolute",
@@ -88,6 +92,11 @@ class Panel:
             "options": self.options,
             **({"transformations": self.transformations} if self.transformations else {}),
         }
+
+
+def none_when_zero(text: str) -> list[dict[str, Any]]:
+    """A value mapping that shows ``text`` (green) for 0: "nothing of the kind", not "No data"."""
+    return [{"type": "value", "options": {"0": {"text": text, "color": "green", "index": 0}}}]
 
 
 def row(title: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gen_common import FILTER, SCORE_LABELS, mn
-from gen_grafana import Panel, dashboard, row, score_variables, target
+from gen_grafana import Panel, dashboard, none_when_zero, row, score_variables, target
 
 from nexagauge.emit.alerts import (
     GROUNDING,
@@ -259,37 +259,50 @@ def grounding_dashboard() -> dict[str, Any]:
                 target(
                     "sum by (alertname, alertstate, service, span_name) "
                     '(ALERTS{alertname=~"NexagaugeGrounding.*", '
-                    'service=~"$service", span_name=~"$route"})',
-                    "{{alertname}} {{service}} / {{span_name}} ({{alertstate}})",
+                    'service=~"$service", span_name=~"$route"})'
+                    # no alert is good news, shown as such (a 0 row), never "No data"
+                    ' or on() label_replace(vector(0), "alertname", "none", "", "")',
+                    "{{alertname}} {{service}} {{span_name}} {{alertstate}}",
                 )
             ],
             w=24,
             h=5,
             description="Pending and firing grounding alerts (rules in "
-            "dashboards/prometheus/rules/scores.yml; runbooks in docs/runbooks.md).",
+            "dashboards/prometheus/rules/scores.yml; runbooks in docs/runbooks.md); one "
+            '"none" row while no grounding alert is pending or firing.',
             thresholds=[(None, "yellow"), (1.0, "red")],
+            mappings=none_when_zero("no grounding alert"),
             options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
         ),
     ]
     panels.append(
         Panel(
             f"Routes below the grounding floor ({GROUNDING_FLOOR})",
-            "table",
+            "stat",
             [
                 target(
-                    f'nexagauge_route:score_mean:1h{{metric="{GROUNDING}", '
-                    f'service=~"$service", span_name=~"$route"}} < {GROUNDING_FLOOR}',
+                    f'count(nexagauge_route:score_mean:1h{{metric="{GROUNDING}", '
+                    f'service=~"$service", span_name=~"$route"}} < {GROUNDING_FLOOR})'
+                    " or on() vector(0)",
                     "",
                     instant=True,
-                    fmt="table",
                 )
             ],
             w=24,
-            h=6,
-            description="Routes whose last-hour mean grounding is under the alert floor, "
-            "whatever their sample count (the alert also needs "
-            f"{GROUNDING_FLOOR_MIN_SAMPLES} evaluations).",
-            unit="percentunit",
+            h=4,
+            description="How many routes have a last-hour mean grounding under the alert "
+            "floor, whatever their sample count (the alert also needs "
+            f'{GROUNDING_FLOOR_MIN_SAMPLES} evaluations); "none" when every route is above '
+            'it. Which routes: the "Mean grounding (1 h) vs 7-day baseline" panel.',
+            unit="short",
+            thresholds=[(None, "green"), (1.0, "red")],
+            mappings=none_when_zero("none: every route is above the floor"),
+            options={
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                "colorMode": "background",
+                "graphMode": "none",
+                "textMode": "value",
+            },
         )
     )
     return dashboard(

@@ -13,11 +13,12 @@ Usage::
 
 Layout of what it writes:
 
-- ``dashboards/grafana/dashboards/{relevance-drift,grounding,evaluator-health}.json``
+- ``dashboards/grafana/dashboards/{relevance-drift,grounding,evaluator-health,agents}.json``
 - ``dashboards/prometheus/rules/scores.yml``: recording rules (per-route 1 h / 7 d score
   aggregates, per-bin shares of the score histogram, the PSI drift statistic; see
   ``docs/deploy.md``) followed, in the same group, by the score alerts that read them
 - ``dashboards/prometheus/rules/evaluator.yml``: alerts on the evaluator's health
+- ``dashboards/prometheus/rules/agents.yml``: alerts on agent signals (tool failures, loops)
 
 Every alert has a minimum sample count, a ``for`` duration and a runbook link into
 ``docs/runbooks.md``.
@@ -33,6 +34,7 @@ The description is split by job; this script only writes (or checks) the files:
 - ``gen_grafana.py``: Grafana's JSON model (targets, panels, grid layout, variables)
 - ``gen_quality.py``: the relevance-drift and grounding dashboards
 - ``gen_health.py``: the evaluator-health dashboard
+- ``gen_agents.py``: the Agents dashboard and the agent alerts
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gen_agents import agent_rules, agents_dashboard
 from gen_health import health_dashboard
 from gen_quality import grounding_dashboard, relevance_dashboard
 from gen_rules import evaluator_rules, score_rules
@@ -70,8 +73,10 @@ def outputs() -> dict[Path, str]:
         GRAFANA_DIR / "relevance-drift.json": dump_json(relevance_dashboard()),
         GRAFANA_DIR / "grounding.json": dump_json(grounding_dashboard()),
         GRAFANA_DIR / "evaluator-health.json": dump_json(health_dashboard()),
+        GRAFANA_DIR / "agents.json": dump_json(agents_dashboard()),
         RULES_DIR / "scores.yml": dump_yaml(score_rules()),
         RULES_DIR / "evaluator.yml": dump_yaml(evaluator_rules()),
+        RULES_DIR / "agents.yml": dump_yaml(agent_rules()),
     }
 
 

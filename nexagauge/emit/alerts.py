@@ -38,6 +38,10 @@ STALL_MIN_SAMPLED = 5  # sampled traces in 15 m that should have produced evalua
 JUDGE_ERROR_RATE = 0.1
 JUDGE_MIN_CALLS = 20
 BUDGET_MIN_SKIPPED = 10
+TOOL_FAILURE_RATE = 0.2  # share of an agent's calls to one tool that failed over 15 minutes
+TOOL_MIN_CALLS = 20  # calls of that tool in the 15 minutes
+LOOP_RATE = 0.05  # loops per agent run over 30 minutes
+LOOP_MIN_RUNS = 20  # agent runs in the 30 minutes
 
 
 def histogram_shares(

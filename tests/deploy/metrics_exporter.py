@@ -6,7 +6,8 @@ ones) on ``/metrics`` and updates them ten times a second with realistic values:
 one service on two routes and two models, relevance around 0.8, grounding of the ``answer`` route
 around 0.45 (below the alert floor), judge calls with 20 % errors, a growing consumer lag, an
 exhausted hourly budget that skips traces, dead letters, evictions, broker contact, a judge
-outage now and then and one re-created topic.
+outage now and then and one re-created topic; and agent runs (``nexagauge.emit.agent_metrics``,
+from the real signal function) with a failing tool, loops and an undeclared tool now and then.
 
 It is a fixture for running every dashboard query and alert expression against a real Prometheus
 until the online evaluator (``nexagauge serve``) runs in the same test; it is not used anywhere
@@ -27,6 +28,8 @@ import time
 from prometheus_client import start_http_server
 
 from nexagauge.emit.prometheus import EvaluatorMetrics
+from nexagauge.nodes.agent_signals import agent_signals
+from nexagauge.schema.tools import AgentRun, ToolCall
 
 SERVICE = "demo-rag"
 ROUTES = {"answer": 0.6, "chat": 0.4}
@@ -104,6 +107,34 @@ def tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
             if outcome == "ok":
                 tin, tout = rng.randint(300, 1500), rng.randint(20, 200)
                 m.record_judge_usage(node, JUDGE_MODEL, tin, tout, tin * 1.5e-7 + tout * 6e-7)
+    agent_tick(m, rng, step)
+
+
+def agent_tick(m: EvaluatorMetrics, rng: random.Random, step: int) -> None:
+    """One agent run: two declared tools, a failure (10 %), a loop (5 %) or an undeclared tool
+    (5 %) now and then, a run without recorded definitions (10 %)."""
+    x = rng.random()
+    calls = [
+        ToolCall(
+            name="lookup_order",
+            call_id=f"c{step}a",
+            arguments='{"order_id": "A-1"}',
+            result=None if x < 0.1 else "{}",
+            error="TimeoutError: slow" if x < 0.1 else None,
+            duration_ms=rng.uniform(20, 400),
+        ),
+        ToolCall(name="lookup_policy", call_id=f"c{step}b", arguments="{}", result="ok"),
+    ]
+    if 0.1 <= x < 0.15:
+        calls += [
+            ToolCall(name="lookup_policy", call_id=f"c{step}{i}", arguments="{}") for i in "cd"
+        ]
+    if 0.15 <= x < 0.2:
+        calls.append(ToolCall(name="escalate_ticket", call_id=f"c{step}e", arguments="{}"))
+    declared = None if rng.random() < 0.1 else ("lookup_order", "lookup_policy")
+    run = AgentRun(agent="support", tool_calls=tuple(calls), declared_tools=declared, llm_steps=2)
+    m.agents.record(agent_signals(run))
+    m.agents.record_grounding("support", _score(rng, 0.7))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,11 @@ EXPECTED = {
     "relevance-drift.json": ("nexagauge-relevance-drift", "nexa-gauge / Relevance drift"),
     "grounding.json": ("nexagauge-grounding", "nexa-gauge / Grounding"),
     "evaluator-health.json": ("nexagauge-evaluator-health", "nexa-gauge / Evaluator health"),
+    "agents.json": ("nexagauge-agents", "nexa-gauge / Agents"),
 }
+#: template variables per dashboard (the agent series have no service/route/model labels)
+VARIABLES = {"agents.json": {"agent", "tool"}}
+SCORE_VARIABLES = {"service", "route", "model"}
 PANEL_TYPES = {"timeseries", "stat", "heatmap", "barchart", "table", "state-timeline", "bargauge"}
 BUILTIN_VARS = {"__rate_interval", "__interval", "__range"}
 
@@ -68,7 +72,7 @@ def _known_series() -> set[str]:
 _SERIES = re.compile(r"(?<![\w:\"])(nexagauge[\w:]*)")
 
 
-def test_the_three_dashboards_exist() -> None:
+def test_the_dashboards_exist() -> None:
     assert {p.name for p in DASHBOARDS_DIR.glob("*.json")} == set(EXPECTED)
     for name, (uid, title) in EXPECTED.items():
         d = _load(name)
@@ -111,8 +115,9 @@ def test_dashboard_structure(name: str) -> None:
 def test_variables_defined_and_used(name: str) -> None:
     d = _load(name)
     variables = {v["name"]: v for v in d["templating"]["list"]}
-    assert set(variables) == {"service", "route", "model"}
-    assert "span_name" in variables["route"]["query"]["query"], "route = the span_name label"
+    assert set(variables) == VARIABLES.get(name, SCORE_VARIABLES)
+    if "route" in variables:
+        assert "span_name" in variables["route"]["query"]["query"], "route = the span_name label"
     for v in variables.values():
         assert v["datasource"]["uid"] == _datasource_uid()
         assert v["includeAll"] and v["allValue"] == ".*" and v["multi"]
@@ -126,7 +131,7 @@ def test_variables_defined_and_used(name: str) -> None:
     assert set(variables) <= used, f"{name}: variables never used: {set(variables) - used}"
     # label filters use regex matching, so "All" (.*) and multi-value selections work
     for e in _exprs(d):
-        for var in ("service", "route", "model"):
+        for var in variables:
             assert f'="${var}"' not in e and f'!="${var}"' not in e, f"{name}: use =~ for ${var}"
 
 
@@ -195,7 +200,9 @@ def test_extracted_expressions_cover_every_target() -> None:
     n_targets = sum(len(p["targets"]) for name in EXPECTED for p in _panels(_load(name)))
     srcs = dashboard_expressions()
     assert sum(s.kind == "panel" for s in srcs) == n_targets
-    assert sum(s.kind == "variable" for s in srcs) == 3 * len(EXPECTED)
+    assert sum(s.kind == "variable" for s in srcs) == sum(
+        len(VARIABLES.get(name, SCORE_VARIABLES)) for name in EXPECTED
+    )
     for s in srcs:
         assert "$" not in s.expr, f"{s.origin}: unsubstituted variable in {s.expr}"
     assert set(ALL_VALUES) >= {"service", "route", "model", "__rate_interval"}

@@ -61,7 +61,7 @@ def test_generated_files_are_up_to_date() -> None:
 
 def test_promtool_check_rules(promtool: str) -> None:
     files = rule_files()
-    assert {f.name for f in files} == {"scores.yml", "evaluator.yml"}
+    assert {f.name for f in files} == {"scores.yml", "evaluator.yml", "agents.yml"}
     r = subprocess.run(
         [promtool, "check", "rules", *map(str, files)], capture_output=True, text=True
     )
@@ -120,6 +120,8 @@ def test_alerts_have_for_severity_runbook_and_sample_guard() -> None:
         "NexagaugeBudgetExhausted",
         "NexagaugeJudgeCircuitOpen",
         "NexagaugeBrokerUnreachable",
+        "NexagaugeAgentToolFailures",
+        "NexagaugeAgentLoops",
     }
     alerts = _alerts()
     assert {a["alert"] for a in alerts} == expected

@@ -55,6 +55,8 @@ ALL_VALUES: dict[str, str] = {
     "service": ".*",
     "route": ".*",
     "model": ".*",
+    "agent": ".*",
+    "tool": ".*",
     "__rate_interval": "1m",
     "__interval": "15s",
     "__range": "1h",
