@@ -597,6 +597,9 @@ def test_the_users_page_shows_the_test_only_runs() -> None:
                       f"{r['kappa']:.3f}"]  # fmt: skip
         row = f"| {dataset} | " + " | ".join(cells) + " |"
         assert row in user, row
+    accs = [reps[d][t]["overall"]["accuracy"] for d in sets for t in ("relevance", "grounding")]
+    wrong = f"{round(100 * (1 - max(accs)))}% to {round(100 * (1 - min(accs)))}%"
+    assert f"{wrong} of its verdicts" in user and f"{wrong} of the local judge's" in user
     total = {t: sum(reps[d][t]["overall"]["n"] for d in sets) for t in ("relevance", "grounding")}
     assert (f"fitted to nothing ({', '.join(sets[:-1])}, {sets[-1]}: {total['relevance']:,} "
             f"relevance and {total['grounding']:,} grounding sentences") in user  # fmt: skip
