@@ -143,21 +143,14 @@ def _tool_span(v: SpanView) -> tuple[str, str | None, str | None, str | None, st
     return name, v.text_attr(C.GEN_AI_TOOL_CALL_ID), args, result, _error(v)
 
 
-def trace_agent(tr: TraceRoles) -> TraceAgent:
-    """The tool calls, declared tools, LLM steps and agent name of one trace, in time order.
-
-    Linear in the spans and messages of the trace; unreadable values count as absent (the
-    span's own extraction reports them).
-    """
-    ta = TraceAgent()
-    requests: list[tuple[int, ToolRequest]] = []  # (LLM span end, request), de-duplicated by id
-    results: dict[str, tuple[int, str | None]] = {}  # call id -> (first seen, result)
+def _requests(llms: list[SpanView], ta: TraceAgent) -> list[tuple[int, ToolRequest]]:
+    """Tool calls the model asked for, in order, each id once: (LLM span end, request)."""
+    requests: list[tuple[int, ToolRequest]] = []
     seen_ids: set[str] = set()
-    declared: list[str] | None = None
-    for v in sorted(tr.llm_calls, key=lambda s: s.rec.end_ns):
+    for v in llms:
         ta.llm_ends.append(v.rec.end_ns)
         try:
-            outs, ins = v.output_tool_calls, v.input_tool_results
+            outs = v.output_tool_calls
         except Exception as e:  # one unreadable span costs only itself
             ta.unreadable.append((v, e))
             continue
@@ -166,9 +159,33 @@ def trace_agent(tr: TraceRoles) -> TraceAgent:
                 requests.append((v.rec.end_ns, req))
                 if req[0] is not None:
                     seen_ids.add(req[0])
+    return requests
+
+
+def _results(
+    llms: list[SpanView], wanted: set[str], ta: TraceAgent
+) -> dict[str, tuple[int, str | None]]:
+    """The results of the calls ``wanted`` that later LLM inputs carried: call id -> (start of
+    the first LLM call that was sent it, result). Histories are read only while a wanted call
+    is unresolved (tool spans with results need none)."""
+    out: dict[str, tuple[int, str | None]] = {}
+    for v in llms:
+        if len(out) == len(wanted):
+            break
+        try:
+            ins = v.input_tool_results
+        except Exception as e:
+            if not any(u is v for u, _ in ta.unreadable):
+                ta.unreadable.append((v, e))
+            continue
         for cid, res in ins:
-            if cid is not None and cid not in results:
-                results[cid] = (v.rec.start_ns, res)
+            if cid in wanted and cid not in out:
+                out[cid] = (v.rec.start_ns, res)
+    return out
+
+
+def _declared(tr: TraceRoles, ta: TraceAgent) -> tuple[str, ...] | None:
+    declared: set[str] | None = None
     for v in [*tr.llm_calls, *tr.agents, *tr.tools]:
         try:
             names = v.tool_definitions
@@ -176,8 +193,20 @@ def trace_agent(tr: TraceRoles) -> TraceAgent:
             ta.unreadable.append((v, e))
             continue
         if names is not None:
-            declared = sorted({*(declared or []), *names})
-    ta.declared = tuple(declared) if declared is not None else None
+            declared = {*(declared or ()), *names}
+    return tuple(sorted(declared)) if declared is not None else None
+
+
+def trace_agent(tr: TraceRoles) -> TraceAgent:
+    """The tool calls, declared tools, LLM steps and agent name of one trace, in time order.
+
+    Linear in the spans and messages of the trace; unreadable values count as absent (the
+    span's own extraction reports them).
+    """
+    ta = TraceAgent()
+    llms = sorted(tr.llm_calls, key=lambda s: s.rec.end_ns)
+    requests = _requests(llms, ta)
+    ta.declared = _declared(tr, ta)
     used = [False] * len(requests)
 
     def match(name: str, args: str | None) -> str | None:
@@ -189,6 +218,7 @@ def trace_agent(tr: TraceRoles) -> TraceAgent:
                 return cid
         return None
 
+    spans: list[tuple[SpanView, str, str | None, str | None, str | None, str | None]] = []
     for v in sorted(tr.tools, key=lambda s: s.rec.start_ns):
         try:
             name, cid, args, result, error = _tool_span(v)
@@ -201,6 +231,11 @@ def trace_agent(tr: TraceRoles) -> TraceAgent:
                     used[i] = True
         else:
             cid = match(name, args)
+        spans.append((v, name, cid, args, result, error))
+    wanted = {cid for _, _, cid, _, res, err in spans if cid and res is None and err is None}
+    wanted |= {req[0] for i, (_, req) in enumerate(requests) if not used[i] and req[0]}
+    results = _results(llms, wanted, ta) if wanted else {}
+    for v, name, cid, args, result, error in spans:
         if result is None and error is None and cid in results:
             result = results[cid][1]
         duration = (v.rec.end_ns - v.rec.start_ns) / 1e6 if v.rec.end_ns else None
