@@ -140,6 +140,21 @@ def _digest(model: BaseModel) -> str:
     return hashlib.sha256(norm.model_dump_json().encode()).hexdigest()[:32]
 
 
+def _upstream_digests(
+    reqs: tuple[str, ...], outputs: Mapping[str, BaseModel], memo: dict[str, str]
+) -> dict[str, str]:
+    """The digests of the upstream outputs ``reqs`` present in ``outputs``; each output is
+    digested once per case (``memo``), however many nodes below it key on it."""
+    out: dict[str, str] = {}
+    for r in reqs:
+        if r in outputs:
+            d = memo.get(r)
+            if d is None:
+                d = memo[r] = _digest(outputs[r])
+            out[r] = d
+    return out
+
+
 def _mark_cached(value: Any) -> Any:
     """Set ``item.cached = True`` on items of a cached output (claims, verdicts, chunks)."""
     if isinstance(value, BaseModel):
@@ -197,6 +212,8 @@ class Executor:
         statuses: dict[str, tuple[str, str | None]] = {}
         done: dict[str, asyncio.Event] = {n: asyncio.Event() for n in self.plan.nodes}
         unused = unused_judge_nodes(self.plan, self.nodes, case, self.runtime)
+        #: upstream output digests of this case's cache keys, each computed once
+        digests: dict[str, str] = {}
 
         async def run_node(name: str) -> None:
             try:
@@ -205,7 +222,7 @@ class Executor:
                 for r in reqs:
                     await done[r].wait()
                 outcome = await self._decide(
-                    name, case, reqs, spec.soft_requires, outputs, statuses, unused
+                    name, case, reqs, spec.soft_requires, outputs, statuses, unused, digests
                 )
                 outcome.kind = spec.kind
                 result.outcomes[name] = outcome
@@ -228,6 +245,7 @@ class Executor:
         outputs: dict[str, BaseModel],
         statuses: dict[str, tuple[str, str | None]],
         unused: Mapping[str, str],
+        digests: dict[str, str] | None = None,
     ) -> NodeOutcome:
         node = self.nodes[name]
         spec = self.plan.topology.nodes[name]
@@ -282,7 +300,7 @@ class Executor:
                     version=node.version,
                     case=case.fingerprint(),
                     config=dict(node.cache_key_parts(ctx)),
-                    upstream={r: _digest(outputs[r]) for r in reqs if r in outputs},
+                    upstream=_upstream_digests(reqs, outputs, {} if digests is None else digests),
                 )
                 hit = cache.get(key, node.output_model)
                 if hit is not None:

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -28,10 +29,12 @@ _ID = re.compile(r"\w[\w.\-/:]*\w|\w", re.UNICODE)
 ID_WEIGHT = 3
 
 
-def _tokens(text: str) -> tuple[set[str], set[str]]:
-    """(ids and numbers, other content words) of a text, lowercased."""
-    ids = {t for t in _ID.findall(text.lower()) if any(ch.isdigit() for ch in t)}
-    words = {w for w in content_words(text) if not any(ch.isdigit() for ch in w)}
+@functools.lru_cache(maxsize=256)
+def _tokens(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(ids and numbers, other content words) of a text, lowercased. Memoized: every claim of a
+    case is matched against the same documents (they were tokenized once per claim before)."""
+    ids = frozenset(t for t in _ID.findall(text.lower()) if any(ch.isdigit() for ch in t))
+    words = frozenset(w for w in content_words(text) if not any(ch.isdigit() for ch in w))
     return ids, words
 
 

@@ -14,10 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -144,10 +145,26 @@ class EvalCase(BaseModel):
         return v if isinstance(v, str) else None
 
     def fingerprint(self) -> str:
-        """Content hash of everything that can change a score (used in cache keys)."""
+        """Content hash of everything that can change a score (used in cache keys).
+
+        Computed once per case (the model is frozen; every node's cache key asks for it) and
+        forgotten by :meth:`model_copy` with changes.
+        """
+        return self._fingerprint
+
+    @functools.cached_property
+    def _fingerprint(self) -> str:
+        # kept in the instance __dict__, outside the fields (pydantic compares and dumps fields)
         payload = self.model_dump(mode="json", exclude={"metadata", "explicit_blocks", "warnings"})
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (pydantic's); one with changes forgets the memoized :meth:`fingerprint`."""
+        out = super().model_copy(update=update, deep=deep)
+        if update:
+            out.__dict__.pop("_fingerprint", None)
+        return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -77,10 +77,10 @@ from nexagauge.judge.llm.retry import (
 )
 from nexagauge.judge.llm.usage import JudgeStats, account
 from nexagauge.judge.llm.wire import (
+    RequestBodies,
     answer_content,
     answer_logprobs,
     completion,
-    request_body,
     short_bytes,
 )
 from nexagauge.judge.promptlib import Prompt, load_prompt, load_prompt_file
@@ -135,6 +135,7 @@ class LLMJudge:
         self._clients = ClientPool(settings.http_client)
         self._no_schema: dict[str, bool] = {}
         self._no_logprobs: dict[str, bool] = {}
+        self._bodies = RequestBodies()
         #: called after every HTTP attempt: ``observer(node, model, outcome, latency_s)`` with
         #: outcome ``ok`` or ``error``, and with ``cached`` (latency 0) for each answer served from
         #: the answer cache (the online evaluator points it at its Prometheus metrics)
@@ -351,13 +352,16 @@ class LLMJudge:
             mode = s.structured_output
             if mode == "auto":
                 mode = "json_object" if self._no_schema.get(endpoint) else "json_schema"
-            kwargs = request_body(s, messages, schema, model.__name__, mode, max_tokens)
-            if top_logprobs and not self._no_logprobs.get(endpoint):
-                kwargs["logprobs"] = True
-                kwargs["top_logprobs"] = top_logprobs
+            extra = (
+                {"logprobs": True, "top_logprobs": top_logprobs}
+                if top_logprobs and not self._no_logprobs.get(endpoint)
+                else None
+            )
+            # the body's fixed part (model, schema, ...) is encoded once per prompt version
+            body = self._bodies.encode(s, messages, schema, model.__name__, mode, max_tokens, extra)
             # the token estimate only feeds a configured tokens-per-minute limiter
             est = (
-                count_message_tokens(kwargs["messages"]) + (max_tokens or 256)
+                count_message_tokens(body.messages) + (max_tokens or 256)
                 if self._limiter.active
                 else 0
             )
@@ -373,15 +377,17 @@ class LLMJudge:
                     self.stats.by_node[node] = self.stats.by_node.get(node, 0) + 1
                     t0 = time.perf_counter()
                     try:
-                        # ``post`` with a plain JSON body: the same request as
+                        # ``post`` with the encoded JSON body: the same request as
                         # ``chat.completions.create`` without its recursive parameter transform
-                        # (~30% of the client's CPU per call; our body is already plain JSON);
+                        # and JSON encoding of the whole body per call (wire.RequestBodies);
                         # ``bytes``: the raw answer, read below without building openai's models
-                        raw = await client.post("/chat/completions", body=kwargs, cast_to=bytes)
+                        raw = await client.post(
+                            "/chat/completions", content=body.content, cast_to=bytes
+                        )
                     except Exception:
-                        self._observe(node, kwargs["model"], "error", time.perf_counter() - t0)
+                        self._observe(node, body.model, "error", time.perf_counter() - t0)
                         raise
-                    self._observe(node, kwargs["model"], "ok", time.perf_counter() - t0)
+                    self._observe(node, body.model, "ok", time.perf_counter() - t0)
             except openai.APIStatusError as e:
                 status = e.status_code
                 if (
@@ -393,7 +399,7 @@ class LLMJudge:
                     log.warning("endpoint %s rejects JSON schemas; using JSON mode", endpoint)
                     self._no_schema[endpoint] = True
                     continue
-                if "logprobs" in kwargs and status in (400, 422) and "logprob" in error_text(e):
+                if extra is not None and status in (400, 422) and "logprob" in error_text(e):
                     log.warning("endpoint %s rejects logprobs; asking without", endpoint)
                     self._no_logprobs[endpoint] = True
                     continue
@@ -422,9 +428,7 @@ class LLMJudge:
                     breaker.record(ok=resp is not None)
                 if resp is not None:
                     content = answer_content(resp)
-                    cost = account(
-                        resp, content, kwargs["messages"], s.model, self.prices, self.stats
-                    )
+                    cost = account(resp, content, body.messages, s.model, self.prices, self.stats)
                     if self._limiter.active:
                         self._limiter.refund(est - cost.input_tokens - cost.output_tokens)
                     logprobs = answer_logprobs(resp) if top_logprobs else None

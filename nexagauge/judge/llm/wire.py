@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from nexagauge.judge.promptlib import load_prompt
@@ -36,30 +38,123 @@ def request_body(
     max_tokens: int | None,
 ) -> dict[str, Any]:
     """The ``/chat/completions`` body for one attempt in ``mode`` (``json_schema`` or
-    ``json_object``) with the node's model, temperature and seed."""
+    ``json_object``) with the node's model, temperature and seed.
+
+    Example:
+        >>> from nexagauge.settings import JudgeSettings
+        >>> b = request_body(JudgeSettings(), [{"role": "user", "content": "q"}], {}, "A",
+        ...                  "json_schema", None)
+        >>> b["response_format"]["json_schema"]["name"], b["messages"][0]["content"]
+        ('A', 'q')
+    """
+    kw = _fixed_part(s, schema, name, mode, max_tokens)
+    kw["messages"] = messages if mode == "json_schema" else _with_hint(messages, schema)
+    return kw
+
+
+def _fixed_part(
+    s: JudgeSettings, schema: dict[str, Any], name: str, mode: str, max_tokens: int | None
+) -> dict[str, Any]:
     kw: dict[str, Any] = {"model": s.model, "temperature": s.temperature}
     if s.seed is not None:
         kw["seed"] = s.seed
     if max_tokens is not None:
         kw["max_tokens"] = max_tokens
     if mode == "json_schema":
-        kw["messages"] = messages
         kw["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": schema_name(name), "schema": schema, "strict": True},
         }
     else:
-        hint = load_prompt("json_object").render(
-            {"schema": json.dumps(schema, separators=(",", ":"))}
-        )[0]["content"]
-        msgs = [dict(m) for m in messages]
-        if msgs and msgs[0]["role"] == "system":
-            msgs[0]["content"] = msgs[0]["content"] + "\n" + hint
-        else:
-            msgs.insert(0, {"role": "system", "content": hint})
-        kw["messages"] = msgs
         kw["response_format"] = {"type": "json_object"}
     return kw
+
+
+def _json_object_hint(schema: dict[str, Any]) -> str:
+    return load_prompt("json_object").render({"schema": json.dumps(schema, separators=(",", ":"))})[
+        0
+    ]["content"]
+
+
+def _with_hint(
+    messages: list[dict[str, str]], schema: dict[str, Any], hint: str | None = None
+) -> list[dict[str, str]]:
+    """``messages`` with the JSON-mode schema hint in the system message (copies, never edits)."""
+    hint = hint if hint is not None else _json_object_hint(schema)
+    msgs = [dict(m) for m in messages]
+    if msgs and msgs[0]["role"] == "system":
+        msgs[0]["content"] = msgs[0]["content"] + "\n" + hint
+    else:
+        msgs.insert(0, {"role": "system", "content": hint})
+    return msgs
+
+
+@dataclass(frozen=True)
+class EncodedBody:
+    """One request, encoded: ``content`` is the JSON body posted as bytes; ``messages`` the
+    messages it carries (token counting and usage read them) and ``model`` its model."""
+
+    content: bytes
+    messages: list[dict[str, str]]
+    model: str
+
+
+class RequestBodies:
+    """Request bodies encoded once per prompt version: everything but the messages (model,
+    temperature, seed, token limit, the strict schema in ``response_format``, the JSON-mode hint)
+    is serialized the first time a (settings, schema, mode) combination is asked and reused as
+    bytes; each call only encodes its messages. The judge posts the bytes through openai
+    (``content=``), so neither openai nor we walk or validate the body again.
+
+    Schemas are keyed by identity: :func:`~nexagauge.judge.jsonschema.strict_schema` memoizes
+    one dict per response model (the entry keeps it alive, so an id is never reused while cached).
+
+    Example:
+        >>> from nexagauge.settings import JudgeSettings
+        >>> b = RequestBodies().encode(JudgeSettings(), [{"role": "user", "content": "q"}], {},
+        ...                            "A", "json_schema", None)
+        >>> json.loads(b.content) == request_body(JudgeSettings(), b.messages, {}, "A",
+        ...                                       "json_schema", None)
+        True
+    """
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self.max_entries = max(1, max_entries)
+        self._fixed: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], bytes, str | None]] = (
+            OrderedDict()
+        )
+
+    def encode(
+        self,
+        s: JudgeSettings,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        name: str,
+        mode: str,
+        max_tokens: int | None,
+        extra: dict[str, Any] | None = None,
+    ) -> EncodedBody:
+        """The body of one attempt (see :func:`request_body`); ``extra`` keys (logprobs) are
+        added to the fixed part."""
+        extra_key = tuple(sorted(extra.items())) if extra else ()
+        key = (s.model, s.temperature, s.seed, max_tokens, mode, name, id(schema), extra_key)
+        hit = self._fixed.get(key)
+        if hit is None:
+            fixed = _fixed_part(s, schema, name, mode, max_tokens)
+            fixed.update(extra or {})
+            # '{"model": ...,' : the messages follow, then the closing brace
+            prefix = json.dumps(fixed, ensure_ascii=False, separators=(",", ":"))[:-1]
+            hint = None if mode == "json_schema" else _json_object_hint(schema)
+            hit = (schema, (prefix + ',"messages":').encode(), hint)
+            self._fixed[key] = hit
+            if len(self._fixed) > self.max_entries:
+                self._fixed.popitem(last=False)
+        else:
+            self._fixed.move_to_end(key)
+        _, prefix_bytes, hint = hit
+        msgs = messages if hint is None else _with_hint(messages, schema, hint)
+        body = json.dumps(msgs, ensure_ascii=False, separators=(",", ":")).encode()
+        return EncodedBody(prefix_bytes + body + b"}", msgs, s.model)
 
 
 def schema_name(name: str) -> str:
