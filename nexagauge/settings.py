@@ -204,8 +204,12 @@ class OnlineSettings(_Section):
 
     target: str = "eval"
     nodes: list[str] | None = None
-    #: evaluations running or queued; above it partitions are paused (backpressure)
-    max_in_flight: int = Field(default=32, ge=1)
+    #: evaluations running at once, at most; above it partitions are paused (backpressure).
+    #: With ``adaptive_concurrency`` the number running adapts between ``min_in_flight`` and this
+    #: to the judge's latency and throttling (AIMD, nexagauge/online/concurrency.py)
+    max_in_flight: int = Field(default=128, ge=1)
+    min_in_flight: int = Field(default=8, ge=1)
+    adaptive_concurrency: bool = True
     trace_grace_s: float = Field(default=2.0, ge=0)
     trace_inactivity_s: float = Field(default=30.0, gt=0)
     max_buffered_traces: int = Field(default=10_000, ge=1)

@@ -37,6 +37,8 @@ BUFFER_SPANS = f"{PREFIX}_buffer_spans"  # gauge
 CONSUMER_LAG = f"{PREFIX}_consumer_lag"  # gauge; labels: topic, partition
 DLQ = f"{PREFIX}_dlq_messages_total"  # labels: reason
 IN_FLIGHT = f"{PREFIX}_evaluations_in_flight"  # gauge
+#: gauge: evaluations allowed to run at once now (AIMD between online.min_ and max_in_flight)
+CONCURRENCY_LIMIT = f"{PREFIX}_concurrency_limit"
 PAUSED_PARTITIONS = f"{PREFIX}_paused_partitions"  # gauge (backpressure)
 LAST_EVALUATION = f"{PREFIX}_last_evaluation_timestamp_seconds"  # gauge (unix time)
 #: counter of redelivered evaluations not counted again (emission idempotency); no labels

@@ -183,6 +183,12 @@ class EvaluatorMetrics:
         )
         self.dlq = Counter(N.DLQ, "Messages sent to the dead-letter topic.", ["reason"], registry=r)
         self.in_flight = Gauge(N.IN_FLIGHT, "Evaluations running now.", registry=r)
+        self.concurrency_limit = Gauge(
+            N.CONCURRENCY_LIMIT,
+            "Evaluations allowed to run at once now (adaptive between online.min_in_flight and "
+            "online.max_in_flight).",
+            registry=r,
+        )
         self.paused = Gauge(N.PAUSED_PARTITIONS, "Partitions paused for backpressure.", registry=r)
         self.last_evaluation = Gauge(
             N.LAST_EVALUATION, "Unix time of the last emitted evaluation.", registry=r
@@ -352,6 +358,10 @@ class EvaluatorMetrics:
     def set_in_flight(self, n: int) -> None:
         """Set how many evaluations run now."""
         self.in_flight.set(n)
+
+    def set_concurrency_limit(self, n: int) -> None:
+        """Set how many evaluations may run at once now (the adaptive limit)."""
+        self.concurrency_limit.set(n)
 
     def set_paused_partitions(self, n: int) -> None:
         """Set how many partitions are paused for backpressure."""

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.executor import CaseResult, Executor
 from nexagauge.graph.topology import load_topology
+from nexagauge.online.concurrency import AdaptiveLimit
 from nexagauge.online.conversations.turns import trace_nodes
 from nexagauge.online.delivery.dlq import DeadLetters, FailedCase
 from nexagauge.online.ingest.assembly import Trace
@@ -86,6 +87,9 @@ class CaseLifecycle:
     _executors: Executors
     _active: dict[bytes, _Active]
     _in_flight: int
+    limit: AdaptiveLimit
+    runtime: Any
+    _judge_retries: int = 0
 
     def _finish(self, trace: Trace) -> None:
         raise NotImplementedError  # the stage's: releases the trace's offsets
@@ -107,6 +111,8 @@ class CaseLifecycle:
 
     async def _evaluate(self, active: _Active, ec: ExtractedCase, d: Decision) -> None:
         cost = 0.0
+        t0 = time.monotonic()
+        at_limit = self._in_flight >= self.limit.value  # this case is counted already
         try:
             planned = self._executor(d.nodes)
             if planned is None:  # only conversation_relevance: the conversation stage's job
@@ -161,8 +167,21 @@ class CaseLifecycle:
                 self._done_case(active)
         finally:
             self.limiter.finish(cost)
+            self.limit.completed(
+                time.monotonic() - t0, throttled=self._judge_throttled(), at_limit=at_limit
+            )
             self._in_flight -= 1
             self._pump()
+
+    def _judge_throttled(self) -> bool:
+        """Whether the judge client retried a request (429, 5xx, timeout) since the last
+        completion: the judge is throttling, the concurrency limit backs off."""
+        stats = getattr(getattr(self.runtime, "judge", None), "stats", None)
+        n = getattr(stats, "retries", 0)
+        if not isinstance(n, int) or n == self._judge_retries:
+            return False
+        self._judge_retries = n
+        return True
 
     async def _emit(
         self, target: EvaluationTarget, result: CaseResult, started_ns: int, origin: Any = None

@@ -11,7 +11,8 @@
    (:class:`~nexagauge.online.ingest.sampling.Sampler`) and checked against the hard limits
    (:class:`~nexagauge.online.ingest.sampling.Limiter`); every skip is counted by reason.
 3. Sampled cases run through the same node graph as the CLI (``Executor.run_case``), at most
-   ``max_in_flight`` at once; above that the loop pauses the partitions (backpressure).
+   the concurrency limit at once (:class:`~nexagauge.online.concurrency.AdaptiveLimit`, between
+   ``min_in_flight`` and ``max_in_flight``); above it the loop pauses the partitions.
 4. Each result goes to the emitter (evaluation span + Prometheus, idempotent per
    ``(trace, span, metric, config fingerprint)``), retried with backoff; failed evaluations also
    get a DLQ record. Only then is the trace done and its offsets released.
@@ -33,6 +34,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from nexagauge.graph.runtime import Runtime
 from nexagauge.online.cases import CaseLifecycle, EmitterLike, StageStats, _Active
+from nexagauge.online.concurrency import AdaptiveLimit
 from nexagauge.online.delivery.consumer import LagHooks
 from nexagauge.online.delivery.dlq import DeadLetters
 from nexagauge.online.delivery.markers import primary_source
@@ -120,7 +122,12 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
         self._starting: list[deque[tuple[Trace, Trigger]]] = []
         self._side: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
-        #: sampled cases waiting for a slot: at most max_in_flight run at once (a real bound)
+        #: how many may run now: adapts between online.min_in_flight and max_in_flight (AIMD)
+        self.limit = AdaptiveLimit(
+            self.o.min_in_flight if self.o.adaptive_concurrency else self.o.max_in_flight,
+            self.o.max_in_flight,
+        )
+        #: sampled cases waiting for a slot: at most limit.value run at once (a real bound)
         self._ready: deque[tuple[_Active, ExtractedCase, Decision]] = deque()
         #: the inactivity clock of the assembly buffer stops while partitions are paused (_idle_now)
         self._paused_since: float | None = None
@@ -289,6 +296,7 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
                     m.trace_evicted(reason, n - seen)
                     self._evicted_seen[reason] = n
             m.set_in_flight(self._in_flight)
+            m.set_concurrency_limit(self.limit.value)
             for window in ("hour", "day"):
                 rem = self.limiter.remaining(window)
                 if rem is not None:
@@ -422,8 +430,8 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
         return active
 
     def _pump(self) -> None:
-        """Start queued cases while fewer than ``max_in_flight`` run."""
-        while self._ready and self._in_flight < self.o.max_in_flight:
+        """Start queued cases while fewer than the concurrency limit run."""
+        while self._ready and self._in_flight < self.limit.value:
             active, ec, d = self._ready.popleft()
             self._in_flight += 1
             task = asyncio.ensure_future(self._evaluate(active, ec, d))
@@ -434,7 +442,7 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
     def saturated(self) -> bool:
         if self.breaker is not None and not self.breaker.is_closed:
             return True  # judge outage: pause consumption until the breaker closes
-        return bool(self._ready) or self._in_flight >= self.o.max_in_flight
+        return bool(self._ready) or self._in_flight >= self.limit.value
 
     @property
     def in_flight(self) -> int:
