@@ -7,7 +7,8 @@ that carries dataset text to disk). Case files of an older nexagauge have no ``r
 :func:`read_record` then returns an empty :class:`RecordText` with ``present`` False.
 
 Shape: ``{"input": str | null, "output": str, "context": [str, ...], "reference": str | null,
-"conversation": [{"input": str, "output": str}, ...], "metadata": {...}}``.
+"conversation": [{"input": str, "output": str}, ...], "metadata": {...}}``, plus, for an agent's
+case, ``context_sources`` (one label per context document) and ``tool_calls``.
 
 Example:
     >>> from nexagauge.schema.case import parse_record
@@ -51,6 +52,10 @@ def record_block(case: Any) -> dict[str, Any]:
         "conversation": [{"input": t.input, "output": t.output} for t in case.conversation],
         "metadata": case.metadata,
     }
+    if case.context_sources:  # one source label per context document (agents, issue 30)
+        block["context_sources"] = list(case.context_sources)
+    if getattr(case, "agent", None) is not None:
+        block["tool_calls"] = [c.model_dump(exclude_none=True) for c in case.agent.tool_calls]
     return dict(_scrubbed(block))
 
 
