@@ -168,8 +168,8 @@ def agents_dashboard() -> dict[str, Any]:
             "timeseries",
             [
                 target(
-                    f"sum by (agent, kind) (rate({mn.AGENT_STEPS}_sum{{{AGENT}}}[{RATE}]))"
-                    f" / (sum by (agent, kind) (rate({mn.AGENT_STEPS}_count{{{AGENT}}}[{RATE}]))"
+                    f"sum by (agent, kind) (increase({mn.AGENT_STEPS}_sum{{{AGENT}}}[15m]))"
+                    f" / (sum by (agent, kind) (increase({mn.AGENT_STEPS}_count{{{AGENT}}}[15m]))"
                     " > 0)",
                     "{{agent}} {{kind}} steps",
                 )
@@ -177,7 +177,8 @@ def agents_dashboard() -> dict[str, Any]:
             w=8,
             unit="short",
             min=0.0,
-            description="Mean LLM calls and tool calls per agent run.",
+            description="Mean LLM calls and tool calls per agent run over the last 15 minutes "
+            "(a slow signal: a longer window than the rates).",
         ),
         Panel(
             "Tool latency (p95)",

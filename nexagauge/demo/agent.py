@@ -120,9 +120,10 @@ class DemoAgent:
     def question(self) -> str:
         return self.rng.choice(QUESTIONS).format(a=self.rng.choice(list(ACCOUNTS)))
 
-    def ask(self, question: str | None = None) -> str:
-        """One agent run (one trace); returns the answer."""
-        fault = self.fault()
+    def ask(self, question: str | None = None, fault: str | None = None) -> str:
+        """One agent run (one trace); returns the answer. ``fault``: one of :data:`FAULTS` or
+        ``clean`` (default: drawn from the demo's shares)."""
+        fault = fault or self.fault()
         self.counts[fault] += 1
         return str(self._run(question or self.question(), fault))
 

@@ -40,7 +40,7 @@ def test_each_fault_is_its_signal(
     agent: tuple[DemoAgent, InMemorySpanExporter], fault: str, expected: tuple[int, ...]
 ) -> None:
     demo, exporter = agent
-    answer = demo._run("What plan is account acme-42 on?", fault)
+    answer = demo.ask("What plan is account acme-42 on?", fault)
     payload = bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
     batch = decode_traces(payload, "otlp_proto", wanted=frozenset())
     trace = Trace(batch.spans[0].trace_id, 0.0, 0.0)

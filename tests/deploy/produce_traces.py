@@ -3,7 +3,9 @@
 The demo app (``examples/demo_app``) runs with the real nexa-gauge SDK and OpenTelemetry SDK; its
 finished spans are encoded as OTLP ``ExportTraceServiceRequest`` protobuf messages, one per trace,
 keyed by trace id (what ``encoding: otlp_proto`` + ``partition_traces_by_id: true`` produce), and
-sent to ``--topic`` with aiokafka. ``--garbage N`` adds N undecodable messages (dead-letter path).
+sent to ``--topic`` with aiokafka. ``--garbage N`` adds N undecodable messages (dead-letter path);
+``--agents N`` adds N runs of the demo's support agent (``@nexagauge.tool`` tools, failures, loops
+and undeclared tools now and then; :mod:`nexagauge.demo.agent`).
 
 Run as a separate process (the SDK's tracer provider is process-global)::
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 
 import nexagauge
 from examples.demo_app.app import DemoApp
+from nexagauge.demo.agent import DemoAgent
 
 
 async def produce(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
@@ -53,13 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--garbage", type=int, default=1)
     ap.add_argument("--plain", type=int, default=0, help="non-LLM traces (HTTP handler spans)")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--agents", type=int, default=0, help="runs of the demo's support agent")
     args = ap.parse_args(argv)
 
     exporter = InMemorySpanExporter()
-    nexagauge.configure(service_name="demo-rag", exporter=exporter, batch=False)
+    provider = nexagauge.configure(service_name="demo-rag", exporter=exporter, batch=False)
     app = DemoApp(drift_after_s=0.0, drift_share=args.drift_share, seed=args.seed)
     while sum(app.counts.values()) < args.n:
         app.conversation(1)
+    agent = DemoAgent(random.Random(args.seed), provider=provider)
+    for i in range(args.agents):  # every fault at least once, then the demo's mix
+        agent.ask(fault=("tool_failure", "loop", "undeclared")[i] if i < 3 else agent.fault())
     tracer = trace.get_tracer("demo-http")
     for i in range(args.plain):  # traffic that is not an LLM call: nothing to evaluate
         with tracer.start_as_current_span("GET /healthz") as span:
@@ -76,7 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     messages += [(b"garbage-%d" % i, b"\x00\xffnot an OTLP request") for i in range(args.garbage)]
     asyncio.run(produce(args.bootstrap, args.topic, messages))
     print(
-        json.dumps({"traces": len(by_trace), "counts": app.counts, "messages": len(messages)}),
+        json.dumps(
+            {
+                "traces": len(by_trace),
+                "counts": app.counts,
+                "agents": args.agents,
+                "messages": len(messages),
+            }
+        ),
         flush=True,
     )
     return 0

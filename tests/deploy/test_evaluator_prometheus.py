@@ -189,11 +189,21 @@ def stack(
 
                 # a first trickle creates the labelled series (a counter that first appears
                 # with its final value shows no increase), then the main traffic
-                produce("--n", "2", "--garbage", "0", "--seed", "1")
+                produce("--n", "2", "--garbage", "0", "--seed", "1", "--agents", "1")
                 prom.wait_for('nexagauge_score_count{metric="grounding"}', timeout=60)
+                prom.wait_for("nexagauge_agent_runs_total", timeout=30)
                 prom.wait_for("nexagauge_traces_sampled_total", timeout=30)
                 time.sleep(2)
-                produced = produce("--n", str(N_QUESTIONS), "--drift-share", "0.8", "--plain", "3")
+                produced = produce(
+                    "--n",
+                    str(N_QUESTIONS),
+                    "--drift-share",
+                    "0.8",
+                    "--plain",
+                    "3",
+                    "--agents",
+                    "12",
+                )
                 # every guard satisfied: enough evaluations in the hour for route and model
                 prom.wait_for(
                     'sum(nexagauge:score_count:increase1h{metric="grounding"}) >= 50', timeout=120
@@ -271,3 +281,21 @@ def test_event_only_list_is_exact(stack: dict[str, Any]) -> None:
         assert all(o in empty for o in matching), (
             f"{key!r} ({reason}) returns data now: remove it from EVENT_ONLY / KNOWN_GAPS"
         )
+
+
+def test_agent_signals_of_every_agent_run(stack: dict[str, Any]) -> None:
+    """The demo agent's 13 runs (1 + 12, the first three each with one fault) as scraped series:
+    every run counted once, each fault present."""
+    prom: PrometheusServer = stack["prom"]
+
+    def total(expr: str) -> float:
+        res = prom.query(f"sum({expr})")
+        assert res, expr
+        return float(res[0]["value"][1])
+
+    assert total("nexagauge_agent_runs_total") == 13
+    assert total('nexagauge_agent_runs_total{agent="acme-support", definitions="recorded"}') == 13
+    assert total('nexagauge_agent_tool_calls_total{outcome="failed"}') >= 1
+    assert total('nexagauge_agent_loops_total{tool="search_docs"}') >= 1
+    assert total('nexagauge_agent_undeclared_tool_calls_total{tool="escalate_ticket"}') >= 1
+    assert total("nexagauge_agent_steps_count") == 2 * 13  # llm and tool, once per run
