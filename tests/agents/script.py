@@ -21,6 +21,8 @@ AGENT = "fjordhem-support"
 SYSTEM = "You are the support agent of Fjordhem Home. Use the tools; answer from their results."
 MODEL = "gpt-4o-mini"
 
+#: a secret in a tool result (the evaluator scrubs tool text like any other case text)
+SECRET = "sk-live-9Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf"
 ORDERS: dict[str, dict[str, Any]] = {
     "A-1042": {
         "order_id": "A-1042",
@@ -28,6 +30,8 @@ ORDERS: dict[str, dict[str, Any]] = {
         "carrier": "PostNord",
         "eta": "2026-12-03",
         "items": [{"sku": "LAMP-7", "qty": 1}],
+        # a credential the order service leaks into its result: it must reach no judge
+        "payment_api_key": SECRET,
     },
     "A-2077": {
         "order_id": "A-2077",

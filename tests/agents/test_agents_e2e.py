@@ -302,6 +302,13 @@ def test_grounded_answers_score_high_and_contradicting_ones_low(seen: Seen, kind
             }
 
 
+def test_tool_results_are_scrubbed_before_the_judge(seen: Seen) -> None:
+    """A credential in a tool result (order A-1042's) reaches no judge request, while the rest
+    of the result does."""
+    assert not [r for r in seen.requests if S.SECRET in json.dumps(r.body)]
+    assert any("payment_api_key: [scrubbed:" in r.text for r in seen.requests)
+
+
 def test_nothing_lost(seen: Seen) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
