@@ -510,3 +510,108 @@ def test_long_json_results_are_readable_and_cut_with_a_note() -> None:
     ev = ToolCall(name="search", call_id="c", result=big).evidence()
     assert ev is not None and "rows:" in ev and "  -\n    id: 0\n    name: item 0" in ev
     assert ev.endswith("characters shown]") and len(ev) < MAX_EVIDENCE_CHARS + 300
+
+
+def test_openai_v2_log_events_tool_calls_and_tool_messages() -> None:
+    """openai-v2's default content mode: messages as log records. A ``gen_ai.choice`` whose
+    message asks for tool calls (with preamble text) is a step; the ``gen_ai.tool.message`` of
+    the next call carries the result; the final chat call is the one answer."""
+    from online.otlp import logs_request
+
+    from nexagauge.online.ingest.decode import decode_logs
+
+    step_choice = {
+        "index": 0,
+        "finish_reason": "tool_calls",
+        "message": {
+            "role": "assistant",
+            "content": PREAMBLE,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1042"}'},
+                }
+            ],
+        },
+    }
+    chat = {C.GEN_AI_OPERATION_NAME: C.OPERATION_CHAT}
+    spans = [
+        span(T, sid(1), "chat", chat, start=1, end=10),
+        span(T, sid(2), "chat", chat, start=20, end=30),
+    ]
+    logs = [
+        {
+            "trace_id": T,
+            "span_id": sid(1),
+            "event": C.EVENT_GEN_AI_USER_MESSAGE,
+            "body": {"content": Q},
+        },
+        {"trace_id": T, "span_id": sid(1), "event": C.EVENT_GEN_AI_CHOICE, "body": step_choice},
+        {
+            "trace_id": T,
+            "span_id": sid(2),
+            "event": C.EVENT_GEN_AI_USER_MESSAGE,
+            "body": {"content": Q},
+        },
+        {
+            "trace_id": T,
+            "span_id": sid(2),
+            "event": C.EVENT_GEN_AI_ASSISTANT_MESSAGE,
+            "body": {"content": PREAMBLE, "tool_calls": step_choice["message"]["tool_calls"]},
+        },
+        {
+            "trace_id": T,
+            "span_id": sid(2),
+            "event": C.EVENT_GEN_AI_TOOL_MESSAGE,
+            "body": {"content": json.dumps(ORDER), "id": "call_1"},
+        },
+        {
+            "trace_id": T,
+            "span_id": sid(2),
+            "event": C.EVENT_GEN_AI_CHOICE,
+            "body": {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": FINAL},
+            },
+        },
+    ]
+    t = trace_of(spans)
+    t.logs.extend(decode_logs(logs_request(logs)).logs)
+    c = only(extract_cases(t))
+    assert c.span.span_id == sid(2) and c.case.output == FINAL and c.case.input == Q
+    assert c.case.agent is not None
+    [call] = c.case.agent.tool_calls
+    assert (call.call_id, call.result) == ("call_1", json.dumps(ORDER))
+
+
+def test_nexagauge_sdk_traced_agent_with_declared_tools_and_tool_spans() -> None:
+    """``@nexagauge.trace(tools=[...])`` around ``@nexagauge.tool`` spans: the traced call is the
+    answer, its ``gen_ai.tool.definitions`` are the declared tools, the tool spans the calls."""
+    sdk = {C.NG_SDK_VERSION: "0.1.0"}
+    root = {
+        **sdk,
+        C.GEN_AI_OPERATION_NAME: C.OPERATION_INVOKE_AGENT,
+        C.GEN_AI_AGENT_NAME: "bot",
+        C.GEN_AI_TOOL_DEFINITIONS: json.dumps([{"type": "function", "name": "lookup_order"}]),
+        C.GEN_AI_INPUT_MESSAGES: json.dumps([parts("user", text(Q))]),
+        C.GEN_AI_OUTPUT_MESSAGES: json.dumps([parts("assistant", text(FINAL))]),
+    }
+    tool = {
+        **sdk,
+        C.GEN_AI_OPERATION_NAME: C.OPERATION_EXECUTE_TOOL,
+        C.GEN_AI_TOOL_NAME: "escalate",
+        C.GEN_AI_TOOL_CALL_ID: "t1",
+        C.GEN_AI_TOOL_CALL_ARGUMENTS: "{}",
+        C.GEN_AI_TOOL_CALL_RESULT: "Ticket T-1 opened.",
+    }
+    spans = [
+        span(T, sid(1), "bot", root, start=0, end=100),
+        span(T, sid(2), "escalate", tool, parent=sid(1), start=10, end=20),
+    ]
+    c = only(extract_cases(trace_of(spans)))
+    run = c.case.agent
+    assert run is not None and run.agent == "bot" and run.declared_tools == ("lookup_order",)
+    assert [t.source_label for t in run.tool_calls] == ["tool:escalate#t1"]
+    assert c.case.context_sources == ("tool:escalate#t1",)

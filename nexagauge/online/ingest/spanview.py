@@ -339,7 +339,9 @@ class SpanView:
             role = log.event_name.removeprefix("gen_ai.").removesuffix(".message")
             if role in ("system", "user", "assistant", "tool") and isinstance(body, Mapping):
                 t = content_text(body.get("content"))
-                if t:
+                if role == "assistant" and tool_calls_of(body):
+                    msgs.append((STEP_ROLE, t or ""))  # an agent step, never a turn
+                elif t:
                     msgs.append((role, t))
         io.input_messages, io.system = _split_system(msgs)
         if choices:
