@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.sensitive import PERSONAL_FRAGMENTS, SECRET_FRAGMENTS, SENTENCES, leaks
+from support.serve_process import REPO, ServeProcess
 
 from nexagauge.sdk import conventions as C
 
@@ -36,16 +34,7 @@ from .kafka_helpers import read_all, toml_config, topics
 from .sensitive_apps import FILTER_MARKER, KINDS, answer_for
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 EVERYTHING = SECRET_FRAGMENTS + PERSONAL_FRAGMENTS
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return int(r.status) == 200
-    except OSError:
-        return False
 
 
 def _records(recs: list[Any]) -> str:
@@ -87,7 +76,7 @@ def test_serve_sends_and_writes_nothing_sensitive(tmp_path: Path, broker: Any) -
                 },
                 "online": {
                     "nodes": ["relevance", "grounding", "conversation_relevance"],
-                    "trace_grace_s": 0.5,
+                    "trace_grace_s": 2.0,  # openai-v2 content arrives in log records, later
                     "trace_inactivity_s": 5.0,
                     "commit_interval_s": 0.2,
                     "conversation_reorder_s": 0.5,
@@ -108,22 +97,9 @@ def test_serve_sends_and_writes_nothing_sensitive(tmp_path: Path, broker: Any) -
                 },
             },
         )
-        log_path = tmp_path / "serve.log"
-        log = log_path.open("wb")
-        env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "nexagauge", "-vv", "serve", "--config", str(cfg)],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not _ready(f"http://127.0.0.1:{metrics_port}/readyz"):
-                assert serve.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "serve never became ready"
-                time.sleep(0.2)
+        env = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
+        srv = ServeProcess(cfg, metrics_port, tmp_path / "serve.log", verbosity=2, env=env)
+        with srv:
             apps = {
                 kind: subprocess.Popen(
                     [
@@ -138,7 +114,7 @@ def test_serve_sends_and_writes_nothing_sensitive(tmp_path: Path, broker: Any) -
                     cwd=REPO,
                     stdout=subprocess.DEVNULL,
                     stderr=(tmp_path / f"{kind}.err").open("wb"),
-                    env=env,
+                    env=srv.env,
                 )
                 for kind in KINDS
             }
@@ -177,17 +153,8 @@ def test_serve_sends_and_writes_nothing_sensitive(tmp_path: Path, broker: Any) -
             assert all(evals[t].get(grounding) is not None for t in scored)
             dlq = asyncio.run(read_all(broker.bootstrap, names["dlq_topic"], 1))
             time.sleep(1.5)  # conversation scores and result records of the last turns
-        finally:
-            if serve.poll() is None:
-                serve.send_signal(signal.SIGTERM)
-            try:
-                rc = serve.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                serve.kill()
-                rc = -9
-            log.close()
-        serve_log = log_path.read_text(errors="replace")
-        assert rc == 0, serve_log[-3000:]
+        serve_log = srv.log_text()
+        assert srv.rc == 0, serve_log[-3000:]
         turn_recs = asyncio.run(read_all(broker.bootstrap, names["turns_topic"], 10**6, 3.0))
         changelog = asyncio.run(
             read_all(broker.bootstrap, names["conversation_changelog_topic"], 10**6, 3.0)
