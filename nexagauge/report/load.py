@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Any
 
+from nexagauge.report.agent import TASK_COMPLETION, agent_totals, agent_view, passage
 from nexagauge.report.model import (
     CaseView,
     ClaimView,
@@ -35,7 +36,7 @@ from nexagauge.report.model import (
     RunView,
     ScoreView,
 )
-from nexagauge.report.record import read_record
+from nexagauge.report.record import RecordText, read_record
 from nexagauge.report.redact import Redactor
 
 #: the local judge's grounding reason names its best context sentence as a Python literal:
@@ -90,16 +91,20 @@ def passage_of(reason: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _claim(entry: dict[str, Any]) -> ClaimView:
+def _claim(entry: dict[str, Any], record: RecordText) -> ClaimView:
+    """A judged claim; its passage is the document its source names (any judge), else the
+    sentence the local judge's reason quotes."""
     item = _dict(entry.get("item"))
     reason = _str(entry.get("reason"))
+    source = _str(entry.get("source"))
     return ClaimView(
         text=_str(item.get("text")) or "",
         verdict=_str(entry.get("verdict")) or "",
         label=_str(entry.get("label")),
         raw_score=_num(entry.get("raw_score")),
         reason=reason,
-        passage=passage_of(reason),
+        passage=passage(record, source) or passage_of(reason),
+        source=source,
     )
 
 
@@ -116,11 +121,13 @@ def _verdict_line(entry: dict[str, Any]) -> str:
     return " — ".join(parts)
 
 
-def _details(nodes: Any) -> list[DetailView]:
+def _details(nodes: Any, record: RecordText) -> list[DetailView]:
     out: list[DetailView] = []
     if not isinstance(nodes, dict):
         return out
     for node, rep in nodes.items():
+        if node == TASK_COMPLETION:  # shown with the agent run (agent.py)
+            continue
         output = rep.get("output") if isinstance(rep, dict) else None
         metrics = output.get("metrics") if isinstance(output, dict) else None
         for m in metrics if isinstance(metrics, list) else []:
@@ -135,7 +142,7 @@ def _details(nodes: Any) -> list[DetailView]:
                 if "reasoning" in entry and len(entry) == 1:
                     reasoning = _str(entry["reasoning"])
                 elif isinstance(entry.get("item"), dict) and "verdict" in entry:
-                    claims.append(_claim(entry))
+                    claims.append(_claim(entry, record))
                 elif "verdict" in entry:
                     lines.append(_verdict_line(entry))
             if claims or lines or reasoning:
@@ -187,12 +194,13 @@ def _case(doc: dict[str, Any], key: str) -> CaseView:
         if isinstance(o, dict) and o.get("status") in ("skipped", "error")
     ]
     cost = _dict(doc.get("cost"))
+    record = read_record(doc)
     return CaseView(
         key=key,
         case_id=str(doc.get("case_id")),
         index=doc.get("index") if isinstance(doc.get("index"), int) else None,
         line=doc.get("line") if isinstance(doc.get("line"), int) else None,
-        record=read_record(doc),
+        record=record,
         scores=tuple(
             ScoreView(
                 name=str(name),
@@ -202,11 +210,12 @@ def _case(doc: dict[str, Any], key: str) -> CaseView:
             )
             for name, score in scores.items()
         ),
-        details=tuple(_details(doc.get("nodes"))),
+        details=tuple(_details(doc.get("nodes"), record)),
         notes=tuple(notes),
         warnings=tuple(str(w) for w in doc.get("warnings") or []),
         judge_model=_str(doc.get("judge_model")) or _meta_model(doc.get("nodes")),
         cost=_num(cost.get("cost")) or 0.0,
+        agent=agent_view(doc, record),
     )
 
 
@@ -326,4 +335,5 @@ def load_run(directory: str | Path, redactor: Redactor) -> RunView:
         reasons=tuple(sorted(reasons, key=lambda r: (-r.count, r.node, r.reason))),
         cases=tuple(cases),
         problems=tuple([*_problems(root / "errors.jsonl", redactor), *unreadable]),
+        agents=agent_totals(c.agent for c in cases),
     )

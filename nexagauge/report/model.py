@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nexagauge.report.agent import AgentTotals, AgentView
 from nexagauge.report.record import RecordText
 
 
@@ -29,7 +30,9 @@ class ScoreView:
 @dataclass(frozen=True)
 class ClaimView:
     """One claim as a judge saw it: verdict (ACCEPTED/REJECTED), label, reason, and for
-    grounding the context passage the judge named as support or contradiction (if it named one)."""
+    grounding the source that supports or contradicts it (its label, ``doc:kb-7`` /
+    ``tool:lookup#c1``) and that source's passage: the labelled context document (cut), or the
+    context sentence the local judge's reason quotes when the context has no labels."""
 
     text: str
     verdict: str
@@ -37,6 +40,7 @@ class ClaimView:
     raw_score: float | None = None
     reason: str | None = None
     passage: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,13 @@ class CaseView:
     warnings: tuple[str, ...] = ()
     judge_model: str | None = None
     cost: float = 0.0
+    #: the agent run (tool calls, signals, task completion); ``None`` for a case without one
+    agent: AgentView | None = None
+
+    @property
+    def agent_faults(self) -> bool:
+        """The agent run has a failed tool call, a loop or a call to an undeclared tool."""
+        return self.agent is not None and self.agent.faulty
 
     @property
     def failing(self) -> bool:
@@ -151,6 +162,8 @@ class RunView:
     reasons: tuple[Reason, ...]
     cases: tuple[CaseView, ...]
     problems: tuple[Problem, ...]
+    #: the agent totals; ``None`` when no case had an agent run
+    agents: AgentTotals | None = None
 
     @property
     def failing_cases(self) -> int:

@@ -60,6 +60,32 @@ def record_block(case: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class ToolCallText:
+    """One tool call of the ``record`` block, as written (arguments and result as text)."""
+
+    name: str
+    call_id: str
+    arguments: str | None = None
+    result: str | None = None
+    error: str | None = None
+    duration_ms: float | None = None
+
+
+def _tool_call(obj: dict[str, Any]) -> ToolCallText:
+    dur = obj.get("duration_ms")
+    return ToolCallText(
+        name=_text(obj.get("name")) or "",
+        call_id=_text(obj.get("call_id")) or "",
+        arguments=_text(obj.get("arguments")),
+        result=_text(obj.get("result")),
+        error=_text(obj.get("error")),
+        duration_ms=float(dur)
+        if isinstance(dur, int | float) and not isinstance(dur, bool)
+        else None,
+    )
+
+
+@dataclass(frozen=True)
 class RecordText:
     """What a case file says was evaluated (empty with ``present`` False for old case files)."""
 
@@ -71,6 +97,18 @@ class RecordText:
     conversation: tuple[tuple[str, str], ...] = ()
     #: metadata as (key, value shown as text: strings as they are, anything else as JSON)
     metadata: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    #: one source label per context document (``doc:kb-7``, ``tool:lookup#c1``), or empty
+    context_sources: tuple[str, ...] = ()
+    #: the agent's tool calls (empty: no agent run, or a case file written before they were kept)
+    tool_calls: tuple[ToolCallText, ...] = ()
+
+    def document(self, label: str) -> str | None:
+        """The context document labelled ``label`` (``None``: no such label)."""
+        if len(self.context_sources) != len(self.context):
+            return None
+        return next(
+            (d for s, d in zip(self.context_sources, self.context, strict=True) if s == label), None
+        )
 
 
 def _text(value: Any) -> str | None:
@@ -102,4 +140,12 @@ def read_record(doc: dict[str, Any]) -> RecordText:
             (str(k), _text(v) or "null")
             for k, v in (meta.items() if isinstance(meta, dict) else ())
         ),
+        context_sources=tuple(_text(x) or "" for x in _list(block.get("context_sources"))),
+        tool_calls=tuple(
+            _tool_call(c) for c in _list(block.get("tool_calls")) if isinstance(c, dict)
+        ),
     )
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,4 +1,5 @@
-// nexa-gauge report: search, "failing only" / "regressed only" filters, sortable changes.
+// nexa-gauge report: search, "failing only" / "has agent faults" / "regressed only" filters,
+// sortable changes.
 // Reads the page with textContent and toggles `hidden`; never writes markup from strings.
 (function () {
   "use strict";
@@ -6,6 +7,7 @@
   var search = document.getElementById("search");
   var failing = document.getElementById("failing-only");
   var regressed = document.getElementById("regressed-only");
+  var agentFaults = document.getElementById("agent-faults-only");
   var shownCount = document.getElementById("shown-count");
   var noMatch = document.getElementById("no-match");
   var haystacks = null;
@@ -27,10 +29,12 @@
     var words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
     var onlyFailing = failing.checked;
     var onlyRegressed = regressed !== null && regressed.checked;
+    var onlyAgentFaults = agentFaults !== null && agentFaults.checked;
     var shown = 0;
     cases.forEach(function (c, i) {
       var ok = (!onlyFailing || c.dataset.failing === "1") &&
-        (!onlyRegressed || c.dataset.regressed === "1");
+        (!onlyRegressed || c.dataset.regressed === "1") &&
+        (!onlyAgentFaults || c.dataset.agentFault === "1");
       if (ok && words.length) {
         var text = haystack(i);
         ok = words.every(function (w) { return text.indexOf(w) !== -1; });
@@ -46,6 +50,7 @@
     search.addEventListener("input", apply);
     failing.addEventListener("change", apply);
     if (regressed !== null) { regressed.addEventListener("change", apply); }
+    if (agentFaults !== null) { agentFaults.addEventListener("change", apply); }
   }
 
   // a link to a case (from the comparison table) opens it
