@@ -31,7 +31,7 @@ from nexagauge.settings import Settings
 
 from .kafka_helpers import build_traces, make_settings, produce, settings_dict, toml_config, topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 HEALTH = {"health_check_interval_s": 0.5, "broker_unreachable_after_s": 2.0}
 

@@ -30,7 +30,7 @@ from .chaos import (
 )
 from .kafka_helpers import build_traces, produce, settings_dict, topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 EVALS = "nexagauge_evaluations_total"
 

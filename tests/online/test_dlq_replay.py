@@ -28,7 +28,7 @@ from nexagauge.settings import Settings
 from .kafka_helpers import produce, read_all, settings_dict, toml_config, topics
 from .otlp import rand_tid, sdk_turn, sid, traces_request
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -24,7 +24,7 @@ from nexagauge.sdk import conventions as C
 
 from .kafka_helpers import toml_config, topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 N_TURNS = 6
 

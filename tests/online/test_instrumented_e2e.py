@@ -40,7 +40,7 @@ from nexagauge.sdk import conventions as C
 from .kafka_helpers import toml_config, topics
 from .rag_apps import KINDS, SYSTEM, TURNS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 50.0
 CONV = C.NG_EVALUATION_SCORE_PREFIX + "conversation_relevance"

@@ -24,7 +24,7 @@ import pytest
 
 from .kafka_helpers import build_traces, produce, settings_dict, toml_config, topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 
