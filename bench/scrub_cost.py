@@ -9,6 +9,8 @@ serve CPU. Both are measured here, in one process, on the same cases:
   client against ``bench/llm_server.py`` at 0 ms latency in a child process; evaluation spans
   dropped, so the serve figure is a floor and the ratio an upper bound) -> process CPU time of
   the whole run / cases;
+- **worst-case texts**: one text of each shape that makes the patterns work hardest, at two
+  sizes ten times apart: the cost of a value is linear in its length (ratio ~10);
 - **scrub CPU per case**: the same extracted cases scrubbed again by a fresh
   :class:`~nexagauge.schema.scrub.CaseScrubber` per round (no memo of passages seen before),
   median of rounds; split into the cases carrying secrets or personal data (scrubbed) and the
@@ -133,6 +135,34 @@ def scrub_cpu(cases: list[Any], rounds: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
+#: texts built to make patterns work hardest (runs of what each rule starts or continues on)
+HOSTILE = {
+    "grouped digits": "0123 4567 ",
+    "dots and digits": "1.2.3.4.",
+    "colons and hex": "fe80::",
+    "key=value": "password=x ",
+    "local parts and @": "a.b.c.d@",
+    "prose with a phone": "The shop opens at 9 am; call 020 7946 0958. ",
+}
+
+
+def hostile_rows(sizes: tuple[int, int]) -> list[list[str]]:
+    """CPU of scrubbing one text of each hostile kind at two sizes: linear means the larger costs
+    ``sizes[1] / sizes[0]`` times the smaller (each value's cost is bounded by its length)."""
+    scrubber = CaseScrubber(secrets=True, pii=True)
+    rows = []
+    for name, unit in HOSTILE.items():
+        cpu = []
+        for n in sizes:
+            text = (unit * (n // len(unit) + 1))[:n]
+            c0 = time.process_time()
+            scrubber.scrub_text(text)
+            cpu.append(time.process_time() - c0)
+        rows.append([name, f"{cpu[0] * 1e3:.1f} ms", f"{cpu[1] * 1e3:.1f} ms",
+                     f"{cpu[1] / max(cpu[0], 1e-9):.1f}"])  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny inputs (a smoke run)")
@@ -178,6 +208,10 @@ def main() -> None:
     print(machine_line())
     print(f"{n} cases ({sensitive} with a key, an email and an IBAN), scrub rounds: {rounds}")
     print(table(["", "CPU", "of serve CPU"], rows))
+    sizes = (10_000, 100_000) if args.quick else (100_000, 1_000_000)
+    print(f"worst-case texts (one text, {sizes[0]:,} and {sizes[1]:,} characters):")
+    heads = ["text", f"{sizes[0]:,} chars", f"{sizes[1]:,} chars", "ratio"]
+    print(table(heads, hostile_rows(sizes)))
     verdict = "meets" if worst <= TARGET else "MISSES"
     print(f"scrubbing a case costs {worst:.1%} of its serve CPU: {verdict} the {TARGET:.0%} target")
     if args.json:
