@@ -49,6 +49,9 @@ from nexagauge.online.ingest.decode import LogRef, SpanRecord, any_value, attrib
 from nexagauge.sdk import conventions as C
 
 TRACELOOP_SESSION_ID = C.TRACELOOP_ASSOCIATION_PROPERTIES_PREFIX + "session_id"
+#: what every indexed tool-call attribute key holds (OpenInference ``message.tool_calls.``,
+#: legacy ``gen_ai.completion.N.tool_calls.``)
+_TOOL_CALLS_KEY = C.LEGACY_TOOL_CALLS_SUFFIX_PREFIX
 
 
 @dataclass
@@ -164,7 +167,22 @@ class SpanView:
         ``tool_call`` parts, OpenInference ``llm.output_messages.N.message.tool_calls.M``, an
         OpenAI response in ``output.value``, legacy ``gen_ai.completion.N.tool_calls.M``,
         a ``gen_ai.choice`` log record)."""
+        if not self._may_ask_for_tools:
+            return []
         return self._tool_messages(output=True)[0]
+
+    @cached_property
+    def _may_ask_for_tools(self) -> bool:
+        """A cheap look before parsing any output: can this span's output hold a tool call?
+        (Most LLM spans are plain answers; their output JSON is then not parsed twice.)"""
+        a = self.attrs
+        for key in (C.GEN_AI_OUTPUT_MESSAGES, C.OI_OUTPUT_VALUE):
+            v = a.get(key)
+            if v is not None and (not isinstance(v, str) or "tool_call" in v):
+                return True
+        if self.logs or any(_TOOL_CALLS_KEY in k for k in a):
+            return True
+        return any(n == C.EVENT_GEN_AI_CLIENT_INFERENCE_OPERATION_DETAILS for n, _ in self.events)
 
     @cached_property
     def input_tool_results(self) -> list[tuple[str | None, str | None]]:
