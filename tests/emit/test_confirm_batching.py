@@ -1,0 +1,90 @@
+"""Evaluation spans leave in batches (issue 33): the export thread lingers a moment after the
+first span of a batch, so one export carries the evaluations of that window (each OTLP POST
+costs ~1 ms of CPU), and every span is still confirmed with its own outcome."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from nexagauge.emit.confirm import ConfirmingSpanProcessor, confirm_next_end
+
+
+class Recorder(SpanExporter):
+    def __init__(self, ok: bool = True) -> None:
+        self.batches: list[int] = []
+        self.ok = ok
+        self.lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self.lock:
+            self.batches.append(len(spans))
+        return SpanExportResult.SUCCESS if self.ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        return None
+
+
+def _end_spans(provider: TracerProvider, n: int, gap_s: float = 0.0) -> list[bool]:
+    tracer = provider.get_tracer("t")
+    futures = []
+    for _ in range(n):
+        span = tracer.start_span("ev")
+        with confirm_next_end() as fut:
+            span.end()
+        futures.append(fut)
+        if gap_s:
+            time.sleep(gap_s)
+    return [f.result(timeout=5) for f in futures]
+
+
+def test_spans_ended_within_the_linger_leave_in_one_export_each_confirmed() -> None:
+    rec = Recorder()
+    proc = ConfirmingSpanProcessor(rec, linger_s=0.3)
+    provider = TracerProvider()
+    provider.add_span_processor(proc)
+    try:
+        assert _end_spans(provider, 8, gap_s=0.005) == [True] * 8
+        assert rec.batches == [8]
+    finally:
+        provider.shutdown()
+
+
+def test_a_full_batch_does_not_wait_for_the_linger() -> None:
+    rec = Recorder()
+    proc = ConfirmingSpanProcessor(rec, max_batch=4, linger_s=30.0)
+    provider = TracerProvider()
+    provider.add_span_processor(proc)
+    try:
+        t0 = time.monotonic()
+        assert _end_spans(provider, 8) == [True] * 8
+        assert time.monotonic() - t0 < 5 and sum(rec.batches) == 8 and max(rec.batches) == 4
+    finally:
+        provider.shutdown()
+
+
+def test_failed_export_is_confirmed_false_for_every_span_of_the_batch() -> None:
+    rec = Recorder(ok=False)
+    provider = TracerProvider()
+    provider.add_span_processor(ConfirmingSpanProcessor(rec, linger_s=0.2))
+    try:
+        assert _end_spans(provider, 3) == [False] * 3 and rec.batches == [3]
+    finally:
+        provider.shutdown()
+
+
+def test_shutdown_exports_what_is_queued_without_waiting_out_the_linger() -> None:
+    rec = Recorder()
+    proc = ConfirmingSpanProcessor(rec, linger_s=30.0)
+    provider = TracerProvider()
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    with confirm_next_end() as fut:
+        tracer.start_span("ev").end()
+    t0 = time.monotonic()
+    provider.shutdown()
+    assert time.monotonic() - t0 < 5 and fut.result(timeout=1) is True and rec.batches == [1]
