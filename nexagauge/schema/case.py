@@ -42,7 +42,7 @@ from nexagauge.schema.knobs import (
 )
 from nexagauge.schema.rawvalue import RecordError, as_text, check_record, value_problem
 from nexagauge.schema.rubrics import RubricLibrary, select_rubrics
-from nexagauge.schema.toolrecords import TOOL_FIELDS, add_agent, doc_labels
+from nexagauge.schema.toolrecords import DECLARED_FIELD, TOOL_FIELDS, add_agent, doc_labels
 from nexagauge.schema.tools import AgentRun
 
 #: names importable from here (the knob models live in :mod:`nexagauge.schema.knobs`, the
@@ -454,7 +454,7 @@ def parse_record(
         values["explicit_blocks"] = tuple(explicit)
 
         known = {a for aliases in FIELD_ALIASES.values() for a in aliases} | set(KNOB_BLOCKS)
-        known |= set(TOOL_FIELDS)
+        known |= set(TOOL_FIELDS) | ({DECLARED_FIELD} if "agent" in values else set())
         known |= set(field_map.values())
         meta = record.get("metadata")
         metadata: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}

@@ -14,7 +14,7 @@ the agent signals read them). Accepted shapes, per item of ``tool_calls`` (alias
 
 Without a ``tool_calls`` field, the assistant ``tool_calls`` and ``tool`` messages of the
 record's ``messages`` are its tool calls. ``tools`` (OpenAI tool definitions, or names) are the
-declared tools. Every error names the record and the field (``tool_calls[2].name``).
+declared tools of a record with tool calls (elsewhere ``tools`` is ordinary metadata). Every error names the record and the field (``tool_calls[2].name``).
 
 Example:
     >>> calls = tool_calls_of_record({"tool_calls": [{"name": "lookup", "arguments": {"id": 7},
@@ -33,6 +33,7 @@ from nexagauge.schema.rawvalue import RecordError
 from nexagauge.schema.tools import AgentRun, ToolCall, doc_label
 
 __all__ = [
+    "DECLARED_FIELD",
     "TOOL_FIELDS",
     "add_agent",
     "declared_tools_of_record",
@@ -40,8 +41,11 @@ __all__ = [
     "tool_calls_of_record",
 ]
 
-#: record keys read here (never copied into metadata)
-TOOL_FIELDS = ("tool_calls", "tools_called", "tools")
+#: record keys of tool calls (never copied into metadata)
+TOOL_FIELDS = ("tool_calls", "tools_called")
+#: record key of the declared tools: read (and kept out of metadata) only in a record with tool
+#: calls, so a dataset's unrelated ``tools`` column stays metadata
+DECLARED_FIELD = "tools"
 _MESSAGES = ("messages", "conversation", "turns")
 
 
@@ -184,9 +188,9 @@ def add_agent(
     """The record's tool calls (``tool_calls``, see :mod:`nexagauge.schema.toolrecords`): the
     case's ``agent``, and each captured result appended to the context with its source label."""
     calls = tool_calls_of_record(record, index, case_id)
-    declared = declared_tools_of_record(record, index, case_id)
-    if not calls and declared is None:
+    if not calls:
         return
+    declared = declared_tools_of_record(record, index, case_id)
     steps = 1
     for key in ("messages", "conversation", "turns"):
         msgs = record.get(key)

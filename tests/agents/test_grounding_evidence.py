@@ -100,6 +100,11 @@ def test_openai_messages_with_tool_calls_and_tool_messages() -> None:
     assert case.context_sources == ("tool:lookup_order#call_9",)
 
 
+def test_a_tools_column_without_tool_calls_stays_metadata() -> None:
+    case = parse_record({"output": "x", "tools": "hammer, saw"}, 0)
+    assert case.agent is None and case.metadata == {"tools": "hammer, saw"}
+
+
 def test_deepeval_tools_called() -> None:
     case = parse_record(
         {
@@ -131,7 +136,10 @@ def test_deepeval_tools_called() -> None:
             {"output": "x", "tools_called": [{"name": "a", "duration_ms": "fast"}]},
             "tools_called[0].duration_ms",
         ),
-        ({"output": "x", "tools": [{"type": "function"}]}, "tools[0]"),
+        (
+            {"output": "x", "tool_calls": [{"name": "a"}], "tools": [{"type": "function"}]},
+            "tools[0]",
+        ),
         ({"output": "x", "tool_calls": [{"name": "a", "id": [1]}]}, "tool_calls[0].id"),
     ],
 )
