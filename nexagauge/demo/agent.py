@@ -51,6 +51,16 @@ ACCOUNTS: dict[str, dict[str, Any]] = {
         (77, "Business", "Virginia"),
     )
 }
+#: the help center the agent searches (its own: the demo app's knowledge base answers questions)
+ARTICLES = (
+    "Plans are Starter, Business and Enterprise. Single sign-on is included in the Business "
+    "and Enterprise plans.",
+    "An account runs in one region: Frankfurt, Virginia or Singapore. Data never leaves the "
+    "region of the account.",
+    "Single sign-on can be enforced by administrators for every member of an account.",
+    "Open invoices are listed in the console under Billing. Invoices older than thirty days "
+    "suspend the account.",
+)
 #: question templates about an account; ``{a}`` = the account id
 QUESTIONS = (
     "What plan is account {a} on?",
@@ -87,13 +97,10 @@ class DemoAgent:
                 raise AccountServiceTimeout("account service timed out after 2.0 s")
             return ACCOUNTS[account_id]
 
-        @nexagauge.tool(description="Search the Acme Cloud knowledge base")
+        @nexagauge.tool(description="Search the Acme Cloud help center")
         def search_docs(query: str, tool_call_id: str) -> str:
-            from nexagauge.demo.app import DOCS, _terms
-
-            q = _terms(query)
-            best = max(DOCS, key=lambda d: len(q & _terms(d.text)))
-            return best.text
+            words = set(query.lower().strip("?").split())
+            return max(ARTICLES, key=lambda a: len(words & set(a.lower().split())))
 
         @nexagauge.tool(description="Hand the conversation to a human")
         def escalate_ticket(reason: str, tool_call_id: str) -> str:

@@ -31,6 +31,7 @@ from nexagauge.sdk.knobs import knob_blocks
 from nexagauge.sdk.serialize import dumps, safe_repr, to_jsonable
 from nexagauge.sdk.spans import end_error, end_ok, start
 from nexagauge.sdk.streams import async_stream, sync_stream, traced_async_gen, traced_gen
+from nexagauge.sdk.tooldefs import tool_definitions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -185,7 +186,7 @@ def trace(
         relevance, grounding, geval, redteam: evaluation knob blocks of the data schema, validated
             now and recorded as ``nexagauge.eval.<block>`` JSON on every call.
         tools: the tools an agent may call (``@nexagauge.tool`` functions, names or definitions),
-            recorded as ``gen_ai.tool.definitions`` (:func:`nexagauge.sdk.tool.tool_definitions`)
+            recorded as ``gen_ai.tool.definitions`` (:func:`nexagauge.sdk.tooldefs.tool_definitions`)
             so the evaluator can tell calls to undeclared tools.
 
     Example::
@@ -198,8 +199,6 @@ def trace(
     """
     knobs = knob_blocks(relevance, grounding, geval, redteam)
     if tools is not None:
-        from nexagauge.sdk.tool import tool_definitions  # the tool module builds on trace
-
         attributes = {**(attributes or {}), C.GEN_AI_TOOL_DEFINITIONS: tool_definitions(tools)}
 
     def decorate(fn: Any) -> Any:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from opentelemetry import context as otel_context
@@ -40,7 +40,7 @@ from nexagauge.sdk._call import CALL_KEY, Call
 from nexagauge.sdk._errors import internal_error
 from nexagauge.sdk.capture import as_text
 from nexagauge.sdk.decorator import trace
-from nexagauge.sdk.serialize import to_jsonable
+from nexagauge.sdk.tooldefs import DEFINITION_ATTR, tool_definitions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,8 +48,6 @@ __all__ = ["tool", "tool_definitions"]
 
 #: parameters taken as the tool call id when ``call_id_arg`` is not given
 _CALL_ID_NAMES = ("tool_call_id", "call_id")
-#: attribute of a decorated tool holding its definition (read by :func:`tool_definitions`)
-_DEFINITION = "__nexagauge_tool__"
 
 
 class _Spec:
@@ -280,41 +278,9 @@ def tool(
         definition: dict[str, Any] = {"type": "function", "name": tool_name}
         if description:
             definition["description"] = description
-        setattr(traced, _DEFINITION, definition)
+        setattr(traced, DEFINITION_ATTR, definition)
         return traced
 
     if func is not None:
         return decorate(func)
     return decorate
-
-
-def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
-    """The ``gen_ai.tool.definitions`` of an agent from what it was given.
-
-    Each item: a function decorated with :func:`tool` (its name and description), a tool name,
-    or a definition mapping (``{"type": "function", "name": ...}`` or OpenAI's
-    ``{"type": "function", "function": {"name": ...}}``, kept as given).
-
-    Example:
-        >>> tool_definitions(["lookup_order", {"type": "function", "function": {"name": "refund"}}])
-        [{'type': 'function', 'name': 'lookup_order'}, {'type': 'function', 'function': {'name': 'refund'}}]
-    """
-    if isinstance(tools, (str, Mapping)):
-        raise TypeError("tools: expected a list of tools, names or definitions")
-    out: list[dict[str, Any]] = []
-    for t in tools:
-        definition = getattr(t, _DEFINITION, None)
-        if isinstance(definition, dict):
-            out.append(dict(definition))
-        elif isinstance(t, str):
-            out.append({"type": "function", "name": t})
-        elif isinstance(t, Mapping):
-            data = to_jsonable(t)
-            if not isinstance(data, dict):
-                raise TypeError(f"tools: a definition must be a mapping, got {t!r}")
-            out.append(data)
-        else:
-            raise TypeError(
-                f"tools: expected @nexagauge.tool functions, names or definitions, got {t!r}"
-            )
-    return out
