@@ -31,6 +31,7 @@ from typing import Any
 from nexagauge.emit.target import EvaluationTarget, config_fingerprint
 from nexagauge.nodes.agent_signals import agent_signals
 from nexagauge.online.cases import _Active
+from nexagauge.online.delivery.markers import primary_source
 from nexagauge.online.ingest.assembly import Trace
 from nexagauge.online.ingest.extract import ExtractedCase
 from nexagauge.sdk import conventions as C
@@ -70,16 +71,24 @@ class SignalLifecycle:
     _done_case: Callable[[_Active], None]
     #: the stage's: releases the offsets of a trace
     _finish: Callable[[Trace], None]
-    #: the stage's: the bookkeeping of a trace being worked on
-    _new_active: Callable[[Trace], _Active]
+    #: the group-wide emitted-key store (nexagauge.online.delivery.markers.EmittedKeys)
+    keys: Any
+
+    def _new_active(self, trace: Trace) -> _Active:
+        """The bookkeeping of a trace being worked on (with its origin for the key store)."""
+        active = _Active(trace)
+        if self.keys is not None:
+            active.origin = self.keys.origin(primary_source(trace.sources))
+        return active
 
     def _signals_only(self, trace: Trace, cases: list[ExtractedCase]) -> None:
-        """A trace no rule can sample: its agent signals, then done (counted as not sampled)."""
+        """A trace no rule can sample: its agent signals, if any, then done (counted as not
+        sampled)."""
         self.stats.not_sampled += 1
         if self.metrics is not None:
             self.metrics.trace_not_sampled()
-        active = self._new_active(trace)
-        if self._start_signals(active, cases):
+        active = self._new_active(trace) if cases else None
+        if active is not None and self._start_signals(active, cases):
             self._active[trace.trace_id] = active
         else:
             self._finish(trace)

@@ -37,7 +37,6 @@ from nexagauge.online.cases import CaseLifecycle, EmitterLike, StageStats, _Acti
 from nexagauge.online.concurrency import AdaptiveLimit
 from nexagauge.online.delivery.consumer import LagHooks
 from nexagauge.online.delivery.dlq import DeadLetters
-from nexagauge.online.delivery.markers import primary_source
 from nexagauge.online.delivery.offsets import OffsetTracker
 from nexagauge.online.ingest.assembly import Trace, TraceBuffer, Trigger
 from nexagauge.online.ingest.decode import (
@@ -318,21 +317,15 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
         convs = [
             v for s in spans for k in _CONVERSATION_KEYS if isinstance(v := s.marks.get(k), str)
         ]
-        if not self.sampler.may_sample(
+        sample = self.sampler.may_sample(
             trace.trace_id,
             ((s.service, s.name, s.marks) for s in spans),
             error=trace.error,
             conversation_ids=convs,
-        ):
-            if not (self.o.agent_signals and looks_agent(spans)):
-                self.stats.not_sampled += 1
-                if self.metrics is not None:
-                    self.metrics.trace_not_sampled()
-                self._finish(trace)
-                return
-            sample = False  # extracted for its agent signals only
-        else:
-            sample = True
+        )
+        if not sample and not (self.o.agent_signals and looks_agent(spans)):
+            self._signals_only(trace, [])  # not sampled, no agent: done
+            return
         if _large(trace):  # a large trace is extracted off the event loop
             self._active[trace.trace_id] = _Active(trace)  # a revocation strips its sources
             self._spawn(self._extract_off_loop(trace, sample))
@@ -373,9 +366,8 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
         *,
         sample: bool = True,
     ) -> None:
-        """Sample the cases of a trace and queue the sampled ones; start the agent signals of
-        every agent case first (``sample=False``: a trace no rule can sample, read for its
-        signals only, online/signals.py)."""
+        """Start the agent signals of every agent case (online/signals.py), then sample the
+        cases and queue the sampled ones (``sample=False``: only the signals)."""
         if not sample:
             self._signals_only(trace, cases)
             return
@@ -422,12 +414,6 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
         else:
             self._active[trace.trace_id] = active
             self._pump()
-
-    def _new_active(self, trace: Trace) -> _Active:
-        active = _Active(trace)
-        if self.keys is not None:
-            active.origin = self.keys.origin(primary_source(trace.sources))
-        return active
 
     def _pump(self) -> None:
         """Start queued cases while fewer than the concurrency limit run."""
