@@ -10,7 +10,8 @@ and results), or the calls without the signals (the node did not run: the view s
 values are cut (:func:`cut`) so that one huge tool result does not bury the page.
 
 Example:
-    >>> from nexagauge.report.record import RecordText, ToolCallText
+    >>> from nexagauge.report.excerpt import cut, excerpt
+from nexagauge.report.record import RecordText, ToolCallText
     >>> rec = RecordText(present=True, tool_calls=(ToolCallText("lookup", "c1", result="ok"),))
     >>> doc = {"nodes": {"agent_signals": {"output": {"signals": {"llm_steps": 2, "calls": [
     ...     {"name": "lookup", "call_id": "c1", "failed": False, "declared": None}]}}}}}
@@ -25,26 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nexagauge.report.excerpt import cut, excerpt
 from nexagauge.report.record import RecordText, ToolCallText
 
 #: characters of a tool call's arguments, result or error shown (longer values are cut)
 VALUE_CHARS = 600
-#: characters of a grounding claim's source passage shown
-PASSAGE_CHARS = 320
 #: the metric of the ``task_completion`` node
 TASK_COMPLETION = "task_completion"
-
-
-def cut(text: str | None, limit: int) -> str | None:
-    """``text`` cut to ``limit`` characters with an ellipsis (``None`` stays ``None``).
-
-    Example:
-        >>> cut("abcdef", 4), cut("abc", 4)
-        ('abcd…', 'abc')
-    """
-    if text is None or len(text) <= limit:
-        return text
-    return text[:limit].rstrip() + "…"
 
 
 @dataclass(frozen=True)
@@ -243,9 +231,8 @@ def agent_totals(views: Iterable[AgentView | None]) -> AgentTotals | None:
     )
 
 
-def passage(record: RecordText, source: str | None) -> str | None:
-    """The context document labelled ``source``, cut to :data:`PASSAGE_CHARS` (``None``: no
-    source, or no document with that label)."""
-    if not source:
-        return None
-    return cut(record.document(source), PASSAGE_CHARS)
+def passage(record: RecordText, source: str | None, claim: str) -> str | None:
+    """The passage of the context document labelled ``source`` that ``claim`` is about
+    (:func:`~nexagauge.report.excerpt.excerpt`); ``None``: no source, or no such document."""
+    doc = record.document(source) if source else None
+    return None if doc is None else excerpt(doc, claim)

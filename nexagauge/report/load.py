@@ -103,7 +103,7 @@ def _claim(entry: dict[str, Any], record: RecordText) -> ClaimView:
         label=_str(entry.get("label")),
         raw_score=_num(entry.get("raw_score")),
         reason=reason,
-        passage=passage(record, source) or passage_of(reason),
+        passage=passage(record, source, _str(item.get("text")) or "") or passage_of(reason),
         source=source,
     )
 
