@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -120,17 +121,7 @@ class CaseLifecycle:
                 self._done_case(active)
                 return
             ex, fp = planned
-            target = EvaluationTarget(
-                trace_id=ec.span.trace_hex,
-                span_id=ec.span.span_hex,
-                service=ec.span.service,
-                span_name=ec.span.name,
-                end_time_unix_nano=int(ec.span.end_ns),
-                model=ec.model,
-                conversation_id=ec.conversation_id,
-                sampling_rule=d.rule,
-                config_fingerprint=fp,
-            )
+            target = target_of(ec, fp, d.rule)
             started = time.time_ns()
             result = await ex.run_case(ec.case, 0)
             cost = result.cost.cost
@@ -186,19 +177,11 @@ class CaseLifecycle:
     async def _emit(
         self, target: EvaluationTarget, result: CaseResult, started_ns: int, origin: Any = None
     ) -> None:
-        delay = 0.2
         kw = {"origin": origin} if origin is not None else {}
-        for attempt in range(1, self.o.emit_attempts + 1):
-            try:
-                await self.emitter.emit(target, result, started_ns=started_ns, **kw)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                if attempt == self.o.emit_attempts:
-                    raise RuntimeError(f"emit failed after {attempt} attempts: {e}") from e
-                await asyncio.sleep(delay)
-                delay *= 2
+        await retried(
+            lambda: self.emitter.emit(target, result, started_ns=started_ns, **kw),
+            self.o.emit_attempts,
+        )
 
     def _failed_case(
         self, ec: ExtractedCase, target: EvaluationTarget | None, d: Decision, active: _Active
@@ -245,6 +228,38 @@ class CaseLifecycle:
         if active.remaining == 0:
             self._active.pop(active.trace.trace_id, None)
             self._finish(active.trace)
+
+
+def target_of(ec: ExtractedCase, fingerprint: str, rule: str = "default") -> EvaluationTarget:
+    """The span a case was extracted from, as the emitter's target."""
+    return EvaluationTarget(
+        trace_id=ec.span.trace_hex,
+        span_id=ec.span.span_hex,
+        service=ec.span.service,
+        span_name=ec.span.name,
+        end_time_unix_nano=int(ec.span.end_ns),
+        model=ec.model,
+        conversation_id=ec.conversation_id,
+        sampling_rule=rule,
+        config_fingerprint=fingerprint,
+    )
+
+
+async def retried(emit: Callable[[], Awaitable[Any]], attempts: int) -> None:
+    """``await emit()``, retried with exponential backoff (0.2 s, doubling) up to ``attempts``
+    times; then raises ``RuntimeError`` naming the last error. Cancellation passes through."""
+    delay = 0.2
+    for attempt in range(1, attempts + 1):
+        try:
+            await emit()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if attempt == attempts:
+                raise RuntimeError(f"emit failed after {attempt} attempts: {e}") from e
+            await asyncio.sleep(delay)
+            delay *= 2
 
 
 def errors_of(result: CaseResult) -> dict[str, str]:

@@ -28,9 +28,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nexagauge.emit.target import EvaluationTarget, config_fingerprint
+from nexagauge.emit.target import config_fingerprint
 from nexagauge.nodes.agent_signals import agent_signals
-from nexagauge.online.cases import _Active
+from nexagauge.online.cases import _Active, retried, target_of
 from nexagauge.online.delivery.markers import primary_source
 from nexagauge.online.ingest.assembly import Trace
 from nexagauge.online.ingest.extract import ExtractedCase
@@ -113,31 +113,14 @@ class SignalLifecycle:
     async def _signal(self, active: _Active, ec: ExtractedCase) -> None:
         run = ec.case.agent
         threshold = self.settings.agents.loop_threshold
-        target = EvaluationTarget(
-            trace_id=ec.span.trace_hex,
-            span_id=ec.span.span_hex,
-            service=ec.span.service,
-            span_name=ec.span.name,
-            end_time_unix_nano=int(ec.span.end_ns),
-            model=ec.model,
-            conversation_id=ec.conversation_id,
-            config_fingerprint=config_fingerprint(["agent_signals"], {"loop_threshold": threshold}),
-        )
-        delay = 0.2
-        attempts = self.settings.online.emit_attempts
+        target = target_of(ec, config_fingerprint(["agent_signals"], {"loop_threshold": threshold}))
         try:
-            signals = agent_signals(run, loop_threshold=threshold) if run is not None else None
-            for attempt in range(1, attempts + 1) if signals is not None else ():
-                try:
-                    await self.emitter.emit_signals(target, signals, origin=active.origin)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    if attempt == attempts:
-                        raise
-                    await asyncio.sleep(delay)
-                    delay *= 2
+            if run is not None:
+                signals = agent_signals(run, loop_threshold=threshold)
+                await retried(
+                    lambda: self.emitter.emit_signals(target, signals, origin=active.origin),
+                    self.settings.online.emit_attempts,
+                )
         except asyncio.CancelledError:
             raise  # drain deadline: not released -> re-delivered (the dedupe keys count it once)
         except Exception:  # signals are not worth holding the partition: logged and released
