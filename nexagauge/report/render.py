@@ -62,7 +62,9 @@ def _environment() -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(score=fmt_score, pct=fmt_pct, signed=fmt_signed, num=fmt_num)
+    env.filters.update(
+        score=fmt_score, pct=fmt_pct, signed=fmt_signed, num=fmt_num, duration=fmt_duration
+    )
     return env
 
 
@@ -89,6 +91,18 @@ def fmt_signed(v: float | None) -> str:
 
 def fmt_num(v: float | int | None) -> str:
     return "—" if v is None else f"{v:,.0f}"
+
+
+def fmt_duration(ms: float | None) -> str:
+    """A duration given in milliseconds: ``42.5 ms`` below a second, ``5.00 s`` from one on.
+
+    Example:
+        >>> fmt_duration(42.5), fmt_duration(5000), fmt_duration(None)
+        ('42.5 ms', '5.00 s', '—')
+    """
+    if ms is None:
+        return "—"
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 def _version() -> str:

@@ -8,7 +8,9 @@ aborted and recorded, as is every console error and page error.
 The results come from the real command (``nexagauge run`` in a subprocess) against the loopback
 OpenAI-compatible judge of ``tests/support/openai_server.py``, on a dataset with a hostile
 payload and secrets in every field, bad records and a warning; a second run changes three
-answers, so the comparison has known regressions and a known improvement.
+answers, so the comparison has known regressions and a known improvement. A third run
+(``agent_run``, :mod:`tests.report.agent_data`) evaluates agent records with tool calls against a
+loopback judge that grounds honestly.
 """
 
 from __future__ import annotations
@@ -177,6 +179,34 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             err = p.stderr
             assert (root / name / "summary.json").is_file(), p.stderr
     yield Runs(root / "base", root / "new", root / "new.jsonl", rcs[0], rcs[1], err)
+
+
+@pytest.fixture(scope="package")
+def agent_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The results directory of a real ``nexagauge run`` on the agent dataset."""
+    from tests.report.agent_data import agent_judge, agent_records
+
+    root = tmp_path_factory.mktemp("agent")
+    data = root / "agent.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in agent_records()) + "\n", encoding="utf-8")
+    with OpenAIServer(handler=agent_judge) as srv:
+        env = run_env(
+            root / "cache",
+            NEXAGAUGE_JUDGE_BASE_URL=srv.base_url,
+            NEXAGAUGE_JUDGE_API_KEY=JUDGE_KEY,
+            NEXAGAUGE_JUDGE_MODE="llm",
+        )
+        cmd = [
+            *nexagauge_command(),
+            "run",
+            "eval",
+            "--only",
+            "grounding,agent_signals,task_completion",
+        ]
+        cmd += ["-i", str(data), "-o", str(root / "out"), "--no-progress", "-q"]
+        p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+        assert (root / "out" / "summary.json").is_file(), p.stderr
+    yield root / "out"
 
 
 @pytest.fixture(scope="package")
