@@ -4,7 +4,8 @@ Everything real, on loopback: a RAG app traced with ``@nexagauge.trace`` (5 span
 see ``_common.RagApp``) runs at a fixed rate; each trace is encoded as OTLP protobuf the moment
 its root span ends and produced to Kafka (Tansu) without a key to a rotating partition, as the
 rotel collector writes it. ``python -m nexagauge serve`` runs as its own process with its default
-pipeline (re-key stage + evaluator, ``online.max_in_flight = 32``, ``judge.max_concurrency = 16``,
+pipeline (re-key stage + evaluator, the adaptive concurrency limit between ``online.min_in_flight``
+and ``online.max_in_flight`` (8..128), ``judge.max_concurrency = 96``,
 grace 2 s, judge cache on, dedupe journal on) evaluating **relevance + grounding** of every trace
 (``sampling.default_rate = 1``) with the LLM judge pointed at ``bench/llm_server.py
 --latency-ms 300`` (schema-valid JSON after a 300 ms sleep per call). Each question and answer is
@@ -16,12 +17,14 @@ evaluated ``answer`` span (the app's clock; same machine). Split into *wait* (sp
 evaluation start: collector-less Kafka hop, re-key hop, 2 s grace, queueing for a slot) and
 *evaluate* (evaluation start -> scores emitted: the judge round trips).
 
-Phases: warm-up (5 traces, not counted); **steady** at ``--rate`` traces/s (below capacity) for
+Phases: warm-up (5 traces, not counted); **idle** for ``--idle`` s (nothing produced: the serve
+process's CPU per second while it waits); **steady** at ``--rate`` traces/s (below capacity) for
 ``--duration`` s -> p50/p95 latency; **saturation** at ``--burst-rate`` traces/s (above capacity)
 for ``--burst-duration`` s -> evaluations/s at the configured concurrency (completions per
-second between the first and last completion of that phase; the default 100/s is about twice
-what ``online.max_in_flight = 32`` slots of ~0.6 s evaluations can complete). The judge server's counters give
-judge calls per evaluation; ``/metrics`` gives ``nexagauge_evaluation_latency_seconds`` (mean) as a
+second between the first and last completion of that phase; the default 100/s is above what one
+member completes on this machine; the concurrency limit's 0.5 s samples are reported). The judge server's counters give
+judge calls per evaluation; the serve process's CPU time (user + system, ``/proc/<pid>/stat``)
+over each phase divided by its evaluations gives CPU per evaluation; ``/metrics`` gives ``nexagauge_evaluation_latency_seconds`` (mean) as a
 cross-check.
 
     python bench/online_latency.py [--quick] [--rate 8] [--duration 30] [--json out.json]
@@ -235,6 +238,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
             }
             if a.judge_concurrency:
                 judge_cfg["max_concurrency"] = a.judge_concurrency
+            kafka_extra = {"fetch_max_wait_ms": a.fetch_max_wait_ms} if a.fetch_max_wait_ms else {}
             cfg = tmp / "nexagauge.toml"
             cfg.write_text(
                 toml(
@@ -247,6 +251,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                             "dlq_topic": f"dlq-{tag}",
                             "group_id": f"evaluator-{tag}",
                             "topic_partitions": PARTITIONS,
+                            **kafka_extra,
                         },
                         "online": online,
                         "sampling": {"default_rate": 1.0},
@@ -266,6 +271,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
             eff = load_settings(cfg)
             out["config"] = {
                 "max_in_flight": eff.online.max_in_flight,
+                "adaptive_concurrency": eff.online.adaptive_concurrency,
                 "judge_max_concurrency": eff.judge.max_concurrency,
                 "trace_grace_s": eff.online.trace_grace_s,
                 "rekey": eff.online.rekey,
@@ -286,7 +292,16 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                     raise RuntimeError(
                         f"warm-up: {len(got)}/{len(warm)} evaluated; " + serve.tail()
                     )
+                # idle: nothing produced; what the process burns waiting (polls, timers, ticks)
+                await asyncio.sleep(1.0)
+                _phase("idle", serve)
+                idle0, t_idle = serve.cpu_s(), time.monotonic()
+                await asyncio.sleep(a.idle)
+                out["serve_idle_cpu_ms_per_s"] = (
+                    1000 * (serve.cpu_s() - idle0) / (time.monotonic() - t_idle)
+                )
                 calls0 = judge.stats()
+                _phase("steady", serve)
                 cpu0 = serve.cpu_s()
                 steady = await produce_at_rate(app, producer, topic, a.rate, a.duration, i, tag)
                 i += len(steady)
@@ -295,10 +310,15 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
                 cpu1 = serve.cpu_s()
                 out["steady"] = latencies(steady, got)
                 out["steady"]["rate"] = a.rate
+                _phase("saturation", serve)
+                watch = asyncio.create_task(_watch_limit(serve))
                 burst = await produce_at_rate(
                     app, producer, topic, a.burst_rate, a.burst_duration, i, tag
                 )
                 got = await wait_evals(sink, burst, 120 + a.burst_duration * 3)
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
+                out["concurrency_limit"] = _limits
                 out["saturation"] = latencies(burst, got)
                 out["saturation"]["rate"] = a.burst_rate
                 calls2 = judge.stats()
@@ -328,6 +348,38 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
         judge.close()
     out["machine_after"] = machine()
     return out
+
+
+_limits: list[tuple[float, float]] = []
+
+
+async def _watch_limit(serve: Serve) -> None:
+    """Sample (concurrency limit, evaluations in flight) from /metrics twice a second."""
+    while True:
+        text = await asyncio.to_thread(serve.metrics)
+        _limits.append(
+            (
+                prom_value(text, "nexagauge_concurrency_limit"),
+                prom_value(text, "nexagauge_evaluations_in_flight"),
+            )
+        )
+        await asyncio.sleep(0.5)
+
+
+def _phase(name: str, serve: Serve) -> None:
+    """A progress line on stderr (a profiler attached to the serve pid can follow the phases)."""
+    print(
+        f"phase {name} (serve pid {serve.proc.pid}) at {time.time():.1f}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _spread(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    ys = sorted(xs)
+    return f"{ys[0]:.0f}/{ys[len(ys) // 2]:.0f}/{ys[-1]:.0f}"
 
 
 def _calls(after: dict[str, Any], before: dict[str, Any]) -> float:
@@ -383,7 +435,15 @@ def report(r: dict[str, Any]) -> str:
             f"{mean:.2f} s; serve exit {r['serve_exit']}",
             f"serve process CPU per evaluation (re-key, decode, assembly, extraction, judge "
             f"client, emission): {r['serve_cpu_ms_per_eval']['steady']:.1f} ms (steady), "
-            f"{r['serve_cpu_ms_per_eval']['saturation']:.1f} ms (saturation)",
+            f"{r['serve_cpu_ms_per_eval']['saturation']:.1f} ms (saturation); idle: "
+            f"{r['serve_idle_cpu_ms_per_s']:.1f} ms of CPU per second",
+            "concurrency limit during saturation (min/median/max of 0.5 s samples): "
+            + _spread([x[0] for x in r.get("concurrency_limit") or []])
+            + "; in flight: "
+            + _spread([x[1] for x in r.get("concurrency_limit") or []]),
+            f"RESULT serve CPU {r['serve_cpu_ms_per_eval']['saturation']:.2f} ms/evaluation "
+            f"saturation, {r['serve_cpu_ms_per_eval']['steady']:.2f} ms steady, idle "
+            f"{r['serve_idle_cpu_ms_per_s']:.2f} ms/s",
             f"RESULT online {t['evals_per_s']:.1f} evaluations/s at saturation; p50 "
             f"{s['p50_s']:.2f} s, p95 {s['p95_s']:.2f} s span end -> score at {s['rate']:g} traces/s",
             f"load avg before {r['machine_before']['load'][0]:.2f}, after "
@@ -400,6 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burst-rate", type=float, help="saturation traces/s (default 100)")
     ap.add_argument("--burst-duration", type=float, help="saturation seconds (default 10)")
     ap.add_argument("--judge-ms", type=float, default=300.0)
+    ap.add_argument(
+        "--fetch-max-wait-ms", type=int, help="kafka.fetch_max_wait_ms (default: settings)"
+    )
+    ap.add_argument("--idle", type=float, help="idle seconds measured (default 10)")
     ap.add_argument("--max-in-flight", type=int, help="online.max_in_flight (default: settings)")
     ap.add_argument(
         "--judge-concurrency", type=int, help="judge.max_concurrency (default: settings)"
@@ -411,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     a.duration = a.duration or (3.0 if a.quick else 30.0)
     a.burst_rate = a.burst_rate or (20.0 if a.quick else 100.0)
     a.burst_duration = a.burst_duration or (1.5 if a.quick else 10.0)
+    a.idle = a.idle or (2.0 if a.quick else 10.0)
     r = asyncio.run(amain(a))
     print(report(r))
     if a.json:
