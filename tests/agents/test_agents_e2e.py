@@ -15,8 +15,10 @@ context it is sent) -> evaluation spans to an OTLP receiver. One stack for every
 Asserted per library and run: exactly one evaluation, of the final answer (no tool-call step is
 ever an answer: the claim extractions see final answers only); one conversation turn per user
 turn; every tool result in the grounding context with its source label; a grounded answer scores
-1 and a contradicting one 0, with the source that contradicts it on the result record; nothing
-lost (no dead letter, no rejected span, every evaluation ok).
+1 and a contradicting one 0, with the source that contradicts it on the result record; the
+agent signals (failed tool calls, loops, undeclared tools) on exactly the runs that have them; a
+secret in a tool result reaches no judge; nothing lost (no dead letter, no rejected span, every
+evaluation ok).
 """
 
 from __future__ import annotations
@@ -300,6 +302,33 @@ def test_grounded_answers_score_high_and_contradicting_ones_low(seen: Seen, kind
             assert set(event.get(C.NG_EVALUATION_SUPPORTED_BY, [])) <= set(labels) | {
                 f"doc:{S.PASSAGE_ID}"
             }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_agent_signals_on_exactly_the_runs_that_have_them(seen: Seen, kind: str) -> None:
+    """Failed tool calls, loops and undeclared tools (the signals of issue 30 item 3, computed
+    from what this extraction read) are ``fail`` on exactly the runs that have them; without
+    recorded definitions (the openai-agents instrumentor) undeclared tools are unknown."""
+    _require(seen, kind)
+    signals = {
+        C.AGENT_SIGNAL_TOOL_FAILURES: lambda r: r.failing,
+        C.AGENT_SIGNAL_LOOPS: lambda r: r.loop,
+        C.AGENT_SIGNAL_UNDECLARED_TOOLS: lambda r: r.undeclared,
+    }
+    for r in seen.runs[kind]:
+        run = _run(r["key"])
+        got = {
+            rec.attributes.get(C.GEN_AI_EVALUATION_NAME): rec.attributes.get(
+                C.GEN_AI_EVALUATION_SCORE_LABEL
+            )
+            for rec in seen.results
+            if rec.trace_id == r["trace_id"]
+        }
+        for name, has in signals.items():
+            want = "fail" if has(run) else "pass"
+            if name == C.AGENT_SIGNAL_UNDECLARED_TOOLS and kind == "openai-agents":
+                want = C.AGENT_DEFINITIONS_NOT_RECORDED
+            assert got.get(name) == want, (kind, run.key, name, got)
 
 
 def test_tool_results_are_scrubbed_before_the_judge(seen: Seen) -> None:
