@@ -101,19 +101,11 @@ class JsonScanner:
         self.truncated = False  # the last element ran into the end of the file
 
     def _more(self) -> bool:
-        if self.eof:
-            return False
         # drop what has been consumed so the buffer holds at most one element plus a chunk
-        if self.pos > CHUNK_CHARS:
+        if not self.eof and self.pos > CHUNK_CHARS:
             self.buf = self.buf[self.pos :]
             self.pos = 0
-        chunk = self.f.read(CHUNK_CHARS)
-        if not chunk:
-            self.eof = True
-            return False
-        self.owner.bytes_read += len(chunk.encode("utf-8", "surrogatepass"))
-        self.buf += chunk
-        return True
+        return self._more_keeping(self.pos)
 
     def _advance(self, to: int) -> None:
         self.line += self.buf.count("\n", self.pos, to)
