@@ -7,7 +7,7 @@ prompt ``task_completion`` (data, like every prompt). Knobs: the record's ``task
 block (``enabled`` -- false by default --, ``scoring_mode``, ``include_reasoning``). Metric
 ``task_completion``, category ``agent``: binary 1/0, or the 1-5 score normalized to [0, 1].
 
-Skips: not enabled (``disabled``); no agent run or no input (not eligible, by the topology); no
+Skips: not enabled (``disabled``; see :func:`enabled`); no agent run or no input (not eligible, by the topology); no
 judge; the local judge, which cannot judge a task (``judge_unsupported``: it says so rather than
 guessing).
 
@@ -49,15 +49,26 @@ def steps_text(calls: Sequence[ToolCall]) -> str:
     return "\n".join(lines)
 
 
+def enabled(ctx: NodeContext) -> bool:
+    """Whether the metric runs for this case: the record's / span's ``task_completion`` block
+    decides when it has one; otherwise ``online.nodes`` naming ``task_completion`` turns it on
+    for every agent run the service evaluates (the default, every node, does not)."""
+    if METRIC in ctx.case.explicit_blocks:
+        return ctx.case.task_completion.enabled
+    nodes = ctx.runtime.settings.online.nodes
+    return nodes is not None and METRIC in nodes
+
+
 class TaskCompletionNode(Node):
     name = "task_completion"
     version = "1"
     output_model = TaskCompletionMetrics
 
     def skip_reason(self, ctx: NodeContext) -> str | None:
-        if not ctx.case.task_completion.enabled:
+        if not enabled(ctx):
             return (
-                "task_completion disabled (off by default; enable it in the task_completion block)"
+                "task_completion disabled (off by default: the task_completion block, or "
+                "online.nodes naming it, turns it on)"
             )
         return ctx.runtime.llm_unavailable()
 

@@ -163,7 +163,8 @@ class TaskCompletionConfig(JudgeKnobs):
     """``task_completion`` block (agents): did the final answer accomplish what the user asked,
     given the tool calls and their results? **Off by default** (one judge call per agent run):
     ``{"enabled": true}`` in a record, or the ``nexagauge.eval.task_completion`` span attribute,
-    turns it on; it runs only on cases with an agent run and an input."""
+    turns it on (as does ``online.nodes`` naming it, for cases without the block); it runs only
+    on cases with an agent run and an input."""
 
     enabled: StrictBool = False
 

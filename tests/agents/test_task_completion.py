@@ -49,7 +49,10 @@ def completion_judge(req: Request) -> Reply | None:
     done = (
         "status: shipped" in user and "Order A-1042 has shipped" in user.split("Final answer:")[-1]
     )
-    return Reply(content=json.dumps({"verdict": "yes" if done else "no", "reason": "checked"}))
+    ans = {"verdict": "yes" if done else "no"}
+    if "reason" in ((req.schema or {}).get("properties") or {}):
+        ans["reason"] = "checked"
+    return Reply(content=json.dumps(ans))
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +113,31 @@ async def test_off_by_default_and_only_for_agent_runs(judge: OpenAIServer) -> No
     assert off.outcomes["task_completion"].skip is SkipReason.DISABLED
     assert no_agent.outcomes["task_completion"].skip is SkipReason.NOT_ELIGIBLE
     assert judge.stats.chat_requests == before
+
+
+async def test_online_nodes_naming_it_turns_it_on_unless_the_block_says_no(
+    judge: OpenAIServer,
+) -> None:
+    s = Settings(
+        judge=llm(judge),
+        cache={"enabled": False},
+        online={"nodes": ["grounding", "task_completion"]},
+    )
+    rt = Runtime.create(s, use_cache=False)
+    try:
+        on, off = await evaluate(
+            [
+                record("Order A-1042 has shipped.", enabled=None),
+                record("Order A-1042 has shipped.", enabled=False, id="off"),
+            ],
+            "eval",
+            runtime=rt,
+            only=["task_completion"],
+        )
+    finally:
+        await rt.aclose()
+    assert on.outcomes["task_completion"].output.metrics[0].score == 1.0
+    assert off.outcomes["task_completion"].skip is SkipReason.DISABLED
 
 
 async def test_local_judge_says_it_cannot_judge_a_task() -> None:
