@@ -136,6 +136,24 @@ def _error(e: BaseException) -> str:
     return str(e).rsplit(":", 1)[-1].strip() or type(e).__name__
 
 
+def _copy_header(dst: Any, header: str, raw: bytes, schema_url: bytes) -> Any:
+    """Append to ``dst`` a resource or scope entry whose ``header`` (``resource``/``scope``)
+    parses from ``raw``; the new entry, or the parse error (then nothing is appended)."""
+    new = dst.add()
+    try:
+        getattr(new, header).MergeFromString(raw)
+    except Exception as e:
+        del dst[-1]
+        return e
+    new.schema_url = schema_url.decode("utf-8", "replace")
+    return new
+
+
+def _dropped(where: str, e: Exception, n: int, noun: str) -> list[Rejected]:
+    """One rejection per item of an unreadable resource or scope."""
+    return [Rejected(INVALID_SPAN, f"{where}: {_error(e)}; its {n} {noun}(s) dropped")] * n
+
+
 def salvage_proto(data: bytes, kind: Kind) -> tuple[Any, list[Rejected]]:
     """The request in ``data`` without its unreadable resources, scopes and items.
 
@@ -151,28 +169,17 @@ def salvage_proto(data: bytes, kind: Kind) -> tuple[Any, list[Rejected]]:
     rejected: list[Rejected] = []
     kept = 0
     for i, rs in enumerate(shell.resources):
-        new_rs = getattr(out, resources).add()
-        try:
-            new_rs.resource.MergeFromString(rs.resource)
-        except Exception as e:
-            del getattr(out, resources)[-1]
-            n = sum(len(sc.items) for sc in rs.scopes)
-            detail = f"resource {i}: {_error(e)}; its {n} {noun}(s) dropped"
-            rejected += [Rejected(INVALID_SPAN, detail)] * n
+        new_rs = _copy_header(getattr(out, resources), "resource", rs.resource, rs.schema_url)
+        if isinstance(new_rs, Exception):
+            rejected += _dropped(
+                f"resource {i}", new_rs, sum(len(sc.items) for sc in rs.scopes), noun
+            )
             continue
-        new_rs.schema_url = rs.schema_url.decode("utf-8", "replace")
         for j, sc in enumerate(rs.scopes):
-            new_sc = getattr(new_rs, scopes).add()
-            try:
-                new_sc.scope.MergeFromString(sc.scope)
-            except Exception as e:
-                del getattr(new_rs, scopes)[-1]
-                detail = (
-                    f"resource {i} scope {j}: {_error(e)}; its {len(sc.items)} {noun}(s) dropped"
-                )
-                rejected += [Rejected(INVALID_SPAN, detail)] * len(sc.items)
+            new_sc = _copy_header(getattr(new_rs, scopes), "scope", sc.scope, sc.schema_url)
+            if isinstance(new_sc, Exception):
+                rejected += _dropped(f"resource {i} scope {j}", new_sc, len(sc.items), noun)
                 continue
-            new_sc.schema_url = sc.schema_url.decode("utf-8", "replace")
             dst = getattr(new_sc, items)
             for k, raw in enumerate(sc.items):
                 try:
