@@ -2,7 +2,7 @@
 
 Five agent runs of a support agent (tools ``lookup_order`` and ``lookup_policy``) and one plain
 RAG case: an answer grounded in a tool result (its result long enough to be cut), one
-contradicting the tool result, a failing tool, a loop (the same call three times, no tool
+contradicting the tool result, a failing tool (after one that answered), a loop (the same call three times, no tool
 definitions recorded), and a hostile run with the XSS payload and both secrets in the tool's
 name, call id, arguments, result and error, and in a document id (so in the source labels).
 
@@ -33,8 +33,9 @@ CONTRADICTED = "Order A-1042 was delivered by DHL."
 #: what the hostile tool's result and the hostile document say (the hostile answer's claims)
 PARCEL = "Parcel Z-77 is waiting at the depot."
 RETURNS = "Returns close after 30 days."
+REFUNDS = "Refunds are paid within 5 business days."
 #: expected agent figures of the run
-AGENT_RUNS, TOOL_CALLS, FAILED, LOOPS, UNDECLARED, FAULTY = 5, 8, 2, 1, 1, 3
+AGENT_RUNS, TOOL_CALLS, FAILED, LOOPS, UNDECLARED, FAULTY = 5, 9, 2, 1, 1, 3
 FAULTY_IDS = ("failing-tool", "loop", "agent-hostile")
 TASK_REASON = "The answer gives the order status the tool returned."
 TASK_FAILED_REASON = "The order lookup failed: the user got no status."
@@ -69,9 +70,16 @@ def agent_records() -> list[dict[str, Any]]:
         {
             "case_id": "failing-tool",
             "question": question,
-            "answer": "Sorry, the order service did not answer.",
+            "answer": f"{REFUNDS} Sorry, the order service did not answer.",
             "tool_calls": [
-                _lookup("call_1", error="TimeoutError: order service", duration_ms=5000)
+                {
+                    "name": "lookup_policy",
+                    "id": "call_0",
+                    "arguments": {"topic": "refunds"},
+                    "result": REFUNDS,
+                    "duration_ms": 12.25,
+                },
+                _lookup("call_1", error="TimeoutError: order service", duration_ms=5000),
             ],
             "tools": TOOLS,
             **task,

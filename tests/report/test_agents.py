@@ -25,6 +25,7 @@ from tests.report.agent_data import (
     FAULTY,
     FAULTY_IDS,
     LOOPS,
+    REFUNDS,
     TASK_FAILED_REASON,
     TASK_REASON,
     TOOL_CALLS,
@@ -170,9 +171,13 @@ def test_tool_calls_signals_and_task_completion(agent_run: Path, open_report: Op
     assert f.locator("li[data-signal=failed]").text_content() == (
         "1 failed tool call: lookup_order#call_1"
     )
+    assert f.locator("tr.fail").count() == 1 and f.locator("table.tools tbody tr").count() == 2
+    claim = _case(page, "failing-tool").locator("table.claims tbody tr").first
+    assert claim.locator("td.source").text_content() == "tool:lookup_policy#call_0"
+    assert claim.locator("td.passage").text_content().endswith(REFUNDS)
     assert f.locator(".task-score").text_content() == "0.000"
     assert f.locator(".task-reason").text_content() == TASK_FAILED_REASON
-    assert f.locator("td.dur").text_content() == "5.00 s"
+    assert f.locator("td.dur").all_text_contents() == ["12.2 ms", "5.00 s"]
     # the loop: three calls marked, the loop named, no definitions recorded (said, not guessed)
     lp = _case(page, "loop").locator("div.agent")
     assert lp.locator("table.tools tbody tr").count() == 3
@@ -245,7 +250,8 @@ def test_hostile_text_in_agent_fields(agent_run: Path, open_report: Opener) -> N
 
 
 def test_agent_case_png(agent_run: Path, open_report: Opener) -> None:
-    """A PNG of an agent case (``build/test-artifacts/report_agent_case.png``)."""
+    """A PNG of an agent case (``build/test-artifacts/report_agent_case.png``, the picture of
+    docs/cli.md's report section) and of the summary with the agent totals."""
     opened = open_report(agent_run / "report.html", viewport=(1280, 1000))
     page = opened.page
     case = _case(page, "failing-tool")
