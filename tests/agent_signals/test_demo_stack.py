@@ -11,95 +11,35 @@ which the dashboards must show as "none", not as "No data".
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.procs import Key, descendants, kill_survivors, wait_gone
+from support.demo_stack import demo_under_prometheus
 from support.prometheus import (
     PrometheusServer,
     dashboard_expressions,
-    free_port,
     require_binary,
     rule_expressions,
-    rule_files,
     without_data,
 )
 
-from nexagauge.demo.stack import stop_process
-
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-JOB = "nexagauge-evaluator"
 
 
 @pytest.fixture(scope="module")
 def healthy_demo() -> Iterator[dict[str, Any]]:
-    prometheus_bin = require_binary("prometheus")
-    port = free_port()
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("NEXAGAUGE_", "OPENAI_", "OTEL_"))
-    }
-    env.update({"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
-    cmd = [
-        sys.executable,
-        "-m",
-        "nexagauge",
-        "demo",
-        "--duration",
-        "150",
-        "--rate",
-        "4",
-        "--drift-after",
-        "100000",  # no drift: a healthy stack
-        "--metrics-port",
-        str(port),
+    args = ["--duration", "150", "--rate", "4", "--drift-after", "100000"]  # no drift
+    waits = [
+        # every guarded panel has its samples; every agent fault happened at least once
+        'min(nexagauge:score_count:increase1h{metric="answer_relevancy"}) >= 50',
+        'sum(nexagauge_agent_tool_calls_total{outcome="failed"}) > 0',
+        "sum(nexagauge_agent_loops_total) > 0",
+        "sum(nexagauge_agent_undeclared_tool_calls_total) > 0",
+        "sum(nexagauge_agent_grounding_score_count) > 0",
     ]
-    lines: list[str] = []
-    started: dict[Key, str] = {}
-    with PrometheusServer(
-        {JOB: [f"127.0.0.1:{port}"]}, rule_files=rule_files(), binary=prometheus_bin
-    ) as prom:
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
-        reader.start()
-        try:
-            deadline = time.monotonic() + 120
-            while not any("demo app running" in x for x in lines):
-                assert proc.poll() is None, "demo exited:\n" + "".join(lines)
-                assert time.monotonic() < deadline, "demo not ready:\n" + "".join(lines)
-                time.sleep(0.5)
-            deadline = time.monotonic() + 240
-            for expr in (
-                # every guarded panel has its samples; every agent fault happened at least once
-                'min(nexagauge:score_count:increase1h{metric="answer_relevancy"}) >= 50',
-                'sum(nexagauge_agent_tool_calls_total{outcome="failed"}) > 0',
-                "sum(nexagauge_agent_loops_total) > 0",
-                "sum(nexagauge_agent_undeclared_tool_calls_total) > 0",
-                "sum(nexagauge_agent_grounding_score_count) > 0",
-            ):
-                try:
-                    prom.wait_for(expr, timeout=max(1.0, deadline - time.monotonic()))
-                except TimeoutError as e:
-                    raise AssertionError(f"{e}\ndemo output:\n{''.join(lines)}") from e
-                assert proc.poll() is None, "demo ended too early:\n" + "".join(lines)
-            time.sleep(3)  # a few more scrapes and rule evaluations
-            started.update(descendants(proc.pid))
-            yield {"prom": prom, "lines": lines, "proc": proc}
-        finally:
-            started.update(descendants(proc.pid))
-            code = stop_process(proc, timeout=60)
-            left = wait_gone(started, within_s=10)
-            kill_survivors(started)
-    assert code == 143, "demo did not stop cleanly on SIGTERM:\n" + "".join(lines)
-    assert left == [], f"the demo left processes behind: {left}"
+    with demo_under_prometheus(require_binary("prometheus"), args, waits) as demo:
+        yield demo
 
 
 def test_no_panel_without_data_on_a_healthy_demo(healthy_demo: dict[str, Any]) -> None:

@@ -18,95 +18,34 @@ floor.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.procs import Key, descendants, kill_survivors, wait_gone
+from support.demo_stack import demo_under_prometheus
 from support.prometheus import (
     PrometheusServer,
     dashboard_expressions,
-    free_port,
     rule_expressions,
-    rule_files,
     without_data,
 )
 
-from nexagauge.demo.stack import stop_process
-
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-JOB = "nexagauge-evaluator"
 
 
 @pytest.fixture(scope="module")
 def demo(prometheus_bin: str) -> Iterator[dict[str, Any]]:
-    port = free_port()
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("NEXAGAUGE_", "OPENAI_", "OTEL_"))
-    }
-    env.update({"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
-    cmd = [
-        sys.executable,
-        "-m",
-        "nexagauge",
-        "demo",
-        "--duration",
-        "150",
-        "--rate",
-        "4",
-        "--drift-after",
-        "40",
-        "--drift-share",
-        "0.9",
-        "--metrics-port",
-        str(port),
+    args = ["--duration", "150", "--rate", "4", "--drift-after", "40", "--drift-share", "0.9"]
+    # enough traffic for every guarded panel (>= 50 evaluations of a route in the hour) and the
+    # drift below the grounding floor
+    waits = [
+        'min(nexagauge:score_count:increase1h{metric="answer_relevancy"}) >= 50',
+        'nexagauge:score_psi:1h_vs_7d{metric="grounding"}',
+        'ALERTS{alertname=~"NexagaugeGrounding.*"}',
     ]
-    lines: list[str] = []
-    started: dict[Key, str] = {}  # every process the demo started, seen while it ran
-    with PrometheusServer(
-        {JOB: [f"127.0.0.1:{port}"]}, rule_files=rule_files(), binary=prometheus_bin
-    ) as prom:
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
-        reader.start()
-        try:
-            deadline = time.monotonic() + 120
-            while not any("demo app running" in x for x in lines):
-                assert proc.poll() is None, "demo exited:\n" + "".join(lines)
-                assert time.monotonic() < deadline, "demo not ready:\n" + "".join(lines)
-                time.sleep(0.5)
-            # enough traffic for every guarded panel (>= 50 evaluations of a route in the hour)
-            # and the drift below the grounding floor
-            deadline = time.monotonic() + 240
-            for expr in (
-                'min(nexagauge:score_count:increase1h{metric="answer_relevancy"}) >= 50',
-                'nexagauge:score_psi:1h_vs_7d{metric="grounding"}',
-                'ALERTS{alertname=~"NexagaugeGrounding.*"}',
-            ):
-                try:
-                    prom.wait_for(expr, timeout=max(1.0, deadline - time.monotonic()))
-                except TimeoutError as e:
-                    raise AssertionError(f"{e}\ndemo output:\n{''.join(lines)}") from e
-                assert proc.poll() is None, "demo ended too early:\n" + "".join(lines)
-            time.sleep(3)  # a few more scrapes and rule evaluations
-            started.update(descendants(proc.pid))
-            yield {"prom": prom, "lines": lines, "proc": proc}
-        finally:
-            started.update(descendants(proc.pid))
-            code = stop_process(proc, timeout=60)  # SIGTERM: the demo's orderly shutdown
-            left = wait_gone(started, within_s=10)
-            kill_survivors(started)
-    assert code == 143, "demo did not stop cleanly on SIGTERM:\n" + "".join(lines)
-    assert left == [], f"the demo left processes behind: {left}"
+    with demo_under_prometheus(prometheus_bin, args, waits) as running:
+        yield running
 
 
 def test_every_dashboard_query_returns_data_on_the_demo_stack(demo: dict[str, Any]) -> None:
