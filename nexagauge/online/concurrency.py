@@ -6,27 +6,31 @@ too many and a slow or rate-limited judge gets a pile of requests that only wait
 (and in ours), each one holding a trace's offsets. :class:`AdaptiveLimit` finds the number from
 what the evaluations themselves report, the way TCP finds a window:
 
-- **additive increase**: while the limit is used up and evaluations take no longer than
-  ``tolerance`` times the best recent evaluation latency, the limit grows by one per limit's
-  worth of completions (about one per round trip), up to the ceiling; until its first decrease it
-  grows by one per completion (doubling per round trip: TCP's slow start), so a member reaches its
-  working point within seconds of starting;
-- **multiplicative decrease**: an evaluation that took longer than ``backoff_latency`` times that
+Decisions are taken once per *round*, a limit's worth of completions (about one round trip), on
+the round's mean latency, so one slow evaluation on a busy machine moves nothing:
+
+- **additive increase**: a round whose mean latency is at most ``tolerance`` times the best recent
+  evaluation latency (the baseline), with the limit used up for most of it, grows the limit by
+  one, up to the ceiling; until the first round above ``tolerance`` it grows by one per good
+  completion instead (doubling per round trip: TCP's slow start), so a member reaches its working
+  point within seconds of starting;
+- **multiplicative decrease**: a round whose mean latency is above ``backoff_latency`` times the
   baseline (the judge, its queue or our own event loop is the bottleneck now) cuts the limit to
-  ``decrease`` of itself; a judge that is *throttling* (HTTP 429, timeouts, 5xx: the judge client
-  retried) halves it. At most one decrease per limit's worth of completions, so one slow burst
-  does not collapse it; never below the floor.
+  ``decrease`` of itself; a round in which the judge *throttled* (HTTP 429, timeouts, 5xx: the
+  judge client retried) halves it; never below the floor.
 
 The baseline is the lowest latency of the last two windows of ``window`` completions, so it
 follows a judge that became slower for good instead of backing off forever.
 
 Example:
-    >>> lim = AdaptiveLimit(floor=4, ceiling=16, initial=4)
-    >>> for _ in range(200):
+    >>> lim = AdaptiveLimit(floor=4, ceiling=16)
+    >>> for _ in range(12):  # slow start: +1 per good completion
     ...     lim.completed(0.6)
     >>> lim.value
     16
-    >>> lim.completed(0.6, throttled=True); lim.value
+    >>> for _ in range(4):  # the judge answers 429: the round ends halved
+    ...     lim.completed(0.6, throttled=True)
+    >>> lim.value
     8
 """
 
@@ -42,8 +46,8 @@ class AdaptiveLimit:
         floor: the lowest limit (at least 1).
         ceiling: the highest limit (``online.max_in_flight``).
         initial: where it starts (default: the floor).
-        tolerance: latency up to ``tolerance`` x baseline lets the limit grow.
-        backoff_latency: latency above ``backoff_latency`` x baseline cuts it.
+        tolerance: a round's mean latency up to ``tolerance`` x baseline lets the limit grow.
+        backoff_latency: a round's mean latency above ``backoff_latency`` x baseline cuts it.
         decrease: the factor of a latency cut (a throttling judge halves the limit).
         window: completions per baseline window.
     """
@@ -69,9 +73,13 @@ class AdaptiveLimit:
         self._min_now = math.inf
         self._min_before = math.inf
         self._seen = 0
-        #: completions since the last decrease (decreases are at least a limit's worth apart)
-        self._since_cut = 0
         self._slow_start = True
+        #: the current round (a limit's worth of completions): count, latency sum, throttled,
+        #: completions that found the limit used up
+        self._n = 0
+        self._sum = 0.0
+        self._throttled = False
+        self._at_limit = 0
         #: decreases so far (by cause), for tests and logs
         self.cuts = {"latency": 0, "throttled": 0}
 
@@ -90,28 +98,43 @@ class AdaptiveLimit:
     ) -> None:
         """Account one finished evaluation: its latency, whether the judge throttled it, and
         whether the limit was used up (a limit that was not reached learns nothing: it grows
-        only when it is what holds evaluations back)."""
+        only when it is what holds evaluations back).
+
+        Decisions are taken per round (a limit's worth of completions) on the round's mean
+        latency, so one slow evaluation on a busy machine moves nothing; in slow start a good
+        completion grows the limit at once."""
         self._seen += 1
-        self._since_cut += 1
         if latency_s < self._min_now:
             self._min_now = latency_s
         if self._seen >= self.window:
             self._min_before, self._min_now, self._seen = self._min_now, math.inf, 0
+        self._n += 1
+        self._sum += latency_s
+        self._throttled |= throttled
+        self._at_limit += at_limit
         base = self.baseline_s
-        can_cut = self._since_cut >= self._value
-        if throttled:
-            if can_cut:
-                self._cut(0.5, "throttled")
+        if (
+            self._slow_start
+            and at_limit
+            and not throttled
+            and latency_s <= self.tolerance * base
+            and self._value < self.ceiling
+        ):
+            self._value = min(float(self.ceiling), self._value + 1.0)
+        if self._n < self._value:
             return
-        if latency_s > self.backoff_latency * base:
-            if can_cut:
-                self._cut(self.decrease, "latency")
-        elif at_limit and latency_s <= self.tolerance * base and self._value < self.ceiling:
-            step = 1.0 if self._slow_start else 1.0 / self._value
-            self._value = min(float(self.ceiling), self._value + step)
+        mean = self._sum / self._n
+        if self._throttled:
+            self._cut(0.5, "throttled")
+        elif mean > self.backoff_latency * base:
+            self._cut(self.decrease, "latency")
+        elif mean > self.tolerance * base:
+            self._slow_start = False  # the knee: from here on, additive steps
+        elif self._at_limit * 2 >= self._n and not self._slow_start:
+            self._value = min(float(self.ceiling), self._value + 1.0)
+        self._n, self._sum, self._throttled, self._at_limit = 0, 0.0, False, 0
 
     def _cut(self, factor: float, why: str) -> None:
         self._value = max(float(self.floor), math.floor(self._value * factor))
-        self._since_cut = 0
         self._slow_start = False
         self.cuts[why] += 1
