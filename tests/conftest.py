@@ -11,14 +11,17 @@ session is also the part a new test area reuses without writing a launcher. What
   broker starts its own ``TansuBroker`` (or puts a ``TansuProxy`` in front of this one and cuts
   the proxy).
 
-Parallel runs (``scripts/test.sh`` runs ``pytest -n 4 --dist loadscope``, pytest-xdist): most
+Parallel runs (``scripts/test.sh`` runs ``pytest -n 4 --dist loadgroup``, pytest-xdist): most
 integration tests wait (on a judge's latency, a consumer group, a scrape, a subprocess) more than
 they compute, so several workers overlap the waits even on 2 cores. :class:`SuiteScheduling`
 replaces xdist's ``loadscope`` so that
 
 * a *work unit* - what one worker runs, in order - is a test module (its module-scoped fixtures
-  are set up once), or a whole area for the areas of :data:`ONE_WORKER_AREAS`, whose
-  session-scoped fixtures are too costly to pay once per worker (a model load, CLI runs);
+  are set up once), or a whole area for the areas of :data:`ONE_WORKER_AREAS` (session-scoped
+  fixtures too costly to pay once per worker, or tests that must not compete for the CPU), or
+  every test marked ``pytest.mark.xdist_group(name)`` with the same name, whichever module holds
+  it (tests that drive processes against a clock - kill mid-stream, SIGTERM during a drain - are
+  grouped so that they never run next to each other);
 * units holding a ``slow`` test start first, then those holding an ``integration`` test, then the
   rest: the longest units do not start last and leave one worker running alone at the end (mark
   a test ``slow`` when it takes more than a few seconds on its own).
@@ -46,22 +49,43 @@ if _TESTS not in sys.path:  # makes tests/support importable as `support`
 if TYPE_CHECKING:
     from support.broker import TansuBroker
 
-#: areas (``tests/<area>/``) whose tests all run on one worker: their session-scoped fixtures
-#: (a model loaded once, the report area's CLI runs and browser) would otherwise run on each
-ONE_WORKER_AREAS = frozenset({"local", "report"})
+#: areas (``tests/<area>/``) whose tests all run on one worker, one after the other: ``local`` and
+#: ``report`` have session-scoped fixtures (a model loaded once, the report's CLI runs and browser)
+#: that would otherwise run on each worker; each ``demo`` test runs a whole ``nexagauge demo``
+#: whose local judge must keep up with a fixed traffic rate, so two of them never compete
+ONE_WORKER_AREAS = frozenset({"demo", "local", "report"})
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit of scheduling of a test: its module, or its area for :data:`ONE_WORKER_AREAS`.
+    """The unit of scheduling of a test: its ``xdist_group`` (the ``@name`` suffix xdist adds to
+    the node id under ``--dist loadgroup``), else its module, or its area for
+    :data:`ONE_WORKER_AREAS`.
 
     >>> work_unit("tests/online/test_kafka.py::test_x[a]"), work_unit("tests/local/test_a.py::t")
     ('tests/online/test_kafka.py', 'tests/local')
+    >>> work_unit("tests/online/test_chaos.py::test_y@online-delivery")
+    'online-delivery'
     """
+    if nodeid.rfind("@") > nodeid.rfind("]"):  # as xdist's loadgroup: '@' may sit in a param
+        return nodeid.rsplit("@", 1)[1]
     path = nodeid.split("::", 1)[0]
     parts = path.split("/")
     if len(parts) > 2 and parts[0] == "tests" and parts[1] in ONE_WORKER_AREAS:
         return "/".join(parts[:2])
     return path
+
+
+def _unit_of(item: pytest.Item) -> str:
+    groups = sorted(
+        {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+         for m in item.iter_markers("xdist_group")}
+    )  # fmt: skip
+    if groups:
+        return "_".join(groups)
+    nodeid = item.nodeid
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        nodeid = nodeid.rsplit("@", 1)[0]
+    return work_unit(nodeid)
 
 
 def _rank(item: pytest.Item) -> int:
@@ -77,24 +101,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     first_seen: dict[str, int] = {}
     rank: dict[str, int] = {}
+    unit = {id(item): _unit_of(item) for item in items}
     for item in items:
-        unit = work_unit(item.nodeid)
-        first_seen.setdefault(unit, len(first_seen))
-        rank[unit] = min(rank.get(unit, 2), _rank(item))
+        u = unit[id(item)]
+        first_seen.setdefault(u, len(first_seen))
+        rank[u] = min(rank.get(u, 2), _rank(item))
     order = {id(item): i for i, item in enumerate(items)}
-    items.sort(
-        key=lambda it: (
-            rank[work_unit(it.nodeid)],
-            first_seen[work_unit(it.nodeid)],
-            order[id(it)],
-        )
-    )
+    items.sort(key=lambda it: (rank[unit[id(it)]], first_seen[unit[id(it)]], order[id(it)]))
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadscope`` schedules by :func:`work_unit`, in collection order."""
-    if config.getoption("dist") != "loadscope":
+    """``--dist loadgroup`` (or ``loadscope``) schedules by :func:`work_unit`, in collection
+    order."""
+    if config.getoption("dist") not in ("loadgroup", "loadscope"):
         return None
     from xdist.scheduler import LoadScopeScheduling
 

@@ -31,7 +31,9 @@ from nexagauge.settings import Settings
 
 from .kafka_helpers import build_traces, make_settings, produce, settings_dict, toml_config, topics
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# processes driven against a clock (kills, SIGTERM and cuts mid-stream): never next to each other
+# in a parallel run (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("online-delivery")]
 REPO = Path(__file__).resolve().parents[2]
 HEALTH = {"health_check_interval_s": 0.5, "broker_unreachable_after_s": 2.0}
 

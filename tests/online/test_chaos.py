@@ -30,7 +30,9 @@ from .chaos import (
 )
 from .kafka_helpers import build_traces, produce, settings_dict, topics
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# processes driven against a clock (kills, SIGTERM and cuts mid-stream): never next to each other
+# in a parallel run (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("online-delivery")]
 
 EVALS = "nexagauge_evaluations_total"
 

@@ -182,6 +182,7 @@ class Member:
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.xdist_group("online-delivery")  # members stopped mid-stream (tests/conftest.py)
 @pytest.mark.parametrize("crash", [False, True], ids=["graceful", "crash-before-commit"])
 async def test_running_score_continues_on_the_next_member(broker: Any, crash: bool) -> None:
     from .kafka_helpers import topics

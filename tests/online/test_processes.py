@@ -24,7 +24,9 @@ import pytest
 
 from .kafka_helpers import build_traces, produce, settings_dict, toml_config, topics
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# processes driven against a clock (kills, SIGTERM and cuts mid-stream): never next to each other
+# in a parallel run (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("online-delivery")]
 REPO = Path(__file__).resolve().parents[2]
 
 
