@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import re
 
-from nexagauge.judge.local.lexical import _stem, content_words, wordset
+from nexagauge.judge.local.lexical import _stem, content_words
+from nexagauge.text.stopwords import wordset
 
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -184,6 +185,17 @@ def question_type(question: str) -> str:
     return "other"
 
 
+#: the kinds a sentence gives when its pattern matches anywhere in it
+_ANSWER_PATTERNS = (
+    ("duration", _DURATION),
+    ("frequency", _FREQUENCY),
+    ("quantity", _NUMBER),
+    ("time", _TIME),
+    ("reason", _REASON),
+    ("place", _PLACE),
+)
+
+
 def answer_types(sentence: str) -> set[str]:
     """The kinds of information a sentence gives (possibly none).
 
@@ -192,19 +204,7 @@ def answer_types(sentence: str) -> set[str]:
         ['advice', 'procedure', 'reason']
     """
     s = sentence.strip()
-    out: set[str] = set()
-    if _DURATION.search(s):
-        out.add("duration")
-    if _FREQUENCY.search(s):
-        out.add("frequency")
-    if _NUMBER.search(s):
-        out.add("quantity")
-    if _TIME.search(s):
-        out.add("time")
-    if _REASON.search(s):
-        out.add("reason")
-    if _PLACE.search(s):
-        out.add("place")
+    out = {name for name, rx in _ANSWER_PATTERNS if rx.search(s)}
     words = _words(s)
     if words and (words[0] in _IMPERATIVES or (words[0] == "do" and len(words) > 1
                                                and words[1] == "not")):  # fmt: skip

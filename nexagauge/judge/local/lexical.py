@@ -14,32 +14,29 @@ from __future__ import annotations
 
 import re
 
-#: version of the built-in word lists (stop words, negations, number words, hedges); recorded in
-#: results as ``lexicon``
+from nexagauge.text.stopwords import FUNCTION_WORDS, wordset
+
+#: version of the built-in word lists (stop words: the English function words of
+#: :mod:`nexagauge.text.stopwords` plus the additions below, negations, number words, hedges);
+#: recorded in results as ``lexicon``
 LEXICON = "builtin.v2"
 
 
-def wordset(text: str) -> frozenset[str]:
-    """A word list written as whitespace-separated text (easier to read and review)."""
-    return frozenset(text.split())
-
-
-_STOP = wordset(
+_STOP = (
+    FUNCTION_WORDS
+    | wordset(  # the lexicon's own additions (v1)
+        """
+    without within onto above below after before during between among through across per via
+    am doing done having must shall it's him us mine each every most more less many much few
+    other such same own only too nor never none up down out off again further once both either
+    neither one's let lets get gets got make makes made use used using like e.g i.e etc vs
     """
-    a an the and or but if then than so of in on at to for from by with without within
-    into onto over under about above below after before during between among through
-    across per via is are was were be been being am do does did doing done have has had
-    having can could may might must shall should will would it its it's this that these
-    those there here their they them he she his her him we our us you your i me my mine
-    what which who whom whose when where why how all any each every some most more less
-    many much few other such same own only also just very too as not no nor never none up
-    down out off again further once both either neither one's let lets get gets got make
-    makes made use used using like e.g i.e etc vs
-    """
-) | wordset(  # discourse and light words that carry no checkable content (lexicon v2)
-    """yes yeah okay ok since because while though although still yet even instead rather
+    )
+    | wordset(  # discourse and light words that carry no checkable content (lexicon v2)
+        """yes yeah okay ok since because while though although still yet even instead rather
     whether however therefore thus already now until unless whichever whenever wherever
     whatever anyway actually really quite around else means mean meaning go goes going"""
+    )
 )
 _NEGATIONS = frozenset(
     [
