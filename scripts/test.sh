@@ -40,8 +40,8 @@ fi
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # 4 workers (pytest-xdist) even on 2 cores: most integration tests wait on real parts more than
-# they compute. tests/conftest.py schedules by module (by area for the model-loading areas),
-# slowest first; NEXAGAUGE_TEST_WORKERS=0 runs serially (docs/CONTRIBUTING.md, "Test suite time").
+# they compute. tests/conftest.py schedules by module (or xdist_group, or area), slowest
+# first; NEXAGAUGE_TEST_WORKERS=0 runs serially (docs/CONTRIBUTING.md, "Test suite time").
 WORKERS="${NEXAGAUGE_TEST_WORKERS:-4}"
 # pytest exits 5 when no test ran: with `set -e` that fails this script, never passes silently.
 exec "$VPY" -m pytest -p no:cacheprovider -n "$WORKERS" --dist loadgroup "$@"

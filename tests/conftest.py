@@ -49,11 +49,13 @@ if _TESTS not in sys.path:  # makes tests/support importable as `support`
 if TYPE_CHECKING:
     from support.broker import TansuBroker
 
-#: areas (``tests/<area>/``) whose tests all run on one worker, one after the other: ``local`` and
-#: ``report`` have session-scoped fixtures (a model loaded once, the report's CLI runs and browser)
-#: that would otherwise run on each worker; each ``demo`` test runs a whole ``nexagauge demo``
-#: whose local judge must keep up with a fixed traffic rate, so two of them never compete
-ONE_WORKER_AREAS = frozenset({"demo", "local", "report"})
+#: areas (``tests/<area>/``) whose tests all run on one worker, one after the other: ``report``
+#: has session-scoped fixtures (the report's CLI runs, a browser) that would otherwise run on each
+#: worker; each ``demo`` test runs a whole ``nexagauge demo`` whose local judge must keep up with a
+#: fixed traffic rate, so two of them never compete. Not ``local``: its modules compute for minutes
+#: (calibration, swaps, cross-encoder training) and gain more from running side by side than its
+#: session-scoped models (loaded in seconds) cost once per worker.
+ONE_WORKER_AREAS = frozenset({"demo", "report"})
 
 
 def work_unit(nodeid: str) -> str:
@@ -61,8 +63,8 @@ def work_unit(nodeid: str) -> str:
     the node id under ``--dist loadgroup``), else its module, or its area for
     :data:`ONE_WORKER_AREAS`.
 
-    >>> work_unit("tests/online/test_kafka.py::test_x[a]"), work_unit("tests/local/test_a.py::t")
-    ('tests/online/test_kafka.py', 'tests/local')
+    >>> work_unit("tests/online/test_kafka.py::test_x[a]"), work_unit("tests/demo/test_a.py::t")
+    ('tests/online/test_kafka.py', 'tests/demo')
     >>> work_unit("tests/online/test_chaos.py::test_y@online-delivery")
     'online-delivery'
     """

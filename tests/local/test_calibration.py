@@ -77,6 +77,7 @@ def _close(a: LinearModel, b: LinearModel) -> bool:
     return names_equal and all(abs(x - y) <= max(0.01, 0.01 * abs(y)) for x, y in pairs)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @PREPARE_TIMEOUT
 def test_calibration_reproduces_the_models_and_meets_the_floors(prepared: object) -> None:
@@ -139,6 +140,7 @@ def test_agreement_counts_the_labellers_and_the_judge_against_each() -> None:
         agreement.compare(rows, judge, {"a": True, "b": True, "c": False}, "grounding")
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @PREPARE_TIMEOUT
 def test_docs_show_the_agreement_table_the_bench_computes(prepared: object) -> None:
@@ -155,6 +157,7 @@ def test_docs_show_the_agreement_table_the_bench_computes(prepared: object) -> N
 probe = bench_module("local_judge.probe")
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @PREPARE_TIMEOUT
 def test_grouped_cv_and_refit_reproduce_the_docs_figures(prepared: object) -> None:

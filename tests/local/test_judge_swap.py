@@ -33,6 +33,7 @@ def _rows(dataset: str, split: str) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_swap_is_another_case_s_first_answer_to_an_unlike_question() -> None:
     rows = _rows("v2", "calibration")
     swaps = swap.swapped(rows, "calibration")
@@ -56,6 +57,7 @@ def test_a_swap_is_another_case_s_first_answer_to_an_unlike_question() -> None:
     assert swap.swapped(rows, "heldout") == []  # only the split asked for
 
 
+@pytest.mark.slow
 def test_shared_swaps_share_a_word_with_their_new_question() -> None:
     """``shared=True``: the first on-topic sentence of a neighbouring case that shares a content
     stem with the question (plain swaps share one 13% of the time, on-topic sentences 57%), so
@@ -85,6 +87,7 @@ def test_shared_swaps_share_a_word_with_their_new_question() -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_fold_model_never_trains_on_a_swap_of_a_case_it_scores() -> None:
     pytest.importorskip("transformers")
     train = bench_module("local_judge.train_ce")
@@ -100,6 +103,7 @@ def test_a_fold_model_never_trains_on_a_swap_of_a_case_it_scores() -> None:
         assert seen and all(k not in (fold[s.cases[0]], fold[s.cases[1]]) for s in seen)
 
 
+@pytest.mark.slow
 def test_the_committed_swap_run_is_what_the_shipped_judge_gives() -> None:
     """The first 40 held-out v2 swaps of each task, judged now, get exactly the verdicts
     recorded in ``bench/local_judge/results/swap.json`` (appended and alone): the figures in the

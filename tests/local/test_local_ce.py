@@ -38,6 +38,7 @@ def test_the_adapter_is_small_complete_and_names_its_base_model() -> None:
     assert data["classifier.weight"].shape == (2, 384)
 
 
+@pytest.mark.slow
 def test_answers_score_above_asides_and_scores_repeat(ce: RelevanceCrossEncoder) -> None:
     """Real pairs, written for this test (not in any labelled set): a direct answer, an answer
     sharing no word with the question, and two asides on the same subject."""
@@ -139,6 +140,7 @@ def test_calibration_pairs_take_their_out_of_fold_score_and_held_out_pairs_the_m
         bench.OutOfFold(clash, {"a": 0.0})
 
 
+@pytest.mark.slow
 def test_the_numpy_forward_pass_is_the_torch_model_s(tmp_path: Path) -> None:
     """The judge runs the cross-encoder in plain numpy; training (bench/local_judge/train_ce.py)
     runs it in torch. With a random adapter merged the same way, both give the same scores,
@@ -293,6 +295,7 @@ def test_reference_pairs_are_unlabelled_rag_text_on_both_sides_of_the_scale() ->
     assert train.score_offset([2.0, 0.0], [[1.0, -1.0], [0.5, -0.5]]) == 1.0
 
 
+@pytest.mark.slow
 def test_training_end_to_end_writes_oof_scores_and_an_adapter_with_its_offset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
