@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -136,17 +136,23 @@ def _error(e: BaseException) -> str:
     return str(e).rsplit(":", 1)[-1].strip() or type(e).__name__
 
 
-def _copy_header(dst: Any, header: str, raw: bytes, schema_url: bytes) -> Any:
-    """Append to ``dst`` a resource or scope entry whose ``header`` (``resource``/``scope``)
-    parses from ``raw``; the new entry, or the parse error (then nothing is appended)."""
+def _add_parsed(dst: Any, fill: Callable[..., None], *args: Any) -> Any:
+    """Append an entry to the repeated field ``dst`` and ``fill(entry, *args)`` it; the entry,
+    or the exception ``fill`` raised (then nothing is appended). Resources and scopes, in
+    protobuf and in JSON, are copied through here."""
     new = dst.add()
     try:
-        getattr(new, header).MergeFromString(raw)
+        fill(new, *args)
     except Exception as e:
         del dst[-1]
         return e
-    new.schema_url = schema_url.decode("utf-8", "replace")
     return new
+
+
+def _merge_header(new: Any, header: str, raw: bytes, schema_url: bytes) -> None:
+    """Protobuf: ``new``'s ``header`` (``resource``/``scope``) from ``raw``, and its schema URL."""
+    getattr(new, header).MergeFromString(raw)
+    new.schema_url = schema_url.decode("utf-8", "replace")
 
 
 def _dropped(where: str, e: Exception, n: int, noun: str) -> list[Rejected]:
@@ -169,14 +175,18 @@ def salvage_proto(data: bytes, kind: Kind) -> tuple[Any, list[Rejected]]:
     rejected: list[Rejected] = []
     kept = 0
     for i, rs in enumerate(shell.resources):
-        new_rs = _copy_header(getattr(out, resources), "resource", rs.resource, rs.schema_url)
+        new_rs = _add_parsed(
+            getattr(out, resources), _merge_header, "resource", rs.resource, rs.schema_url
+        )
         if isinstance(new_rs, Exception):
             rejected += _dropped(
                 f"resource {i}", new_rs, sum(len(sc.items) for sc in rs.scopes), noun
             )
             continue
         for j, sc in enumerate(rs.scopes):
-            new_sc = _copy_header(getattr(new_rs, scopes), "scope", sc.scope, sc.schema_url)
+            new_sc = _add_parsed(
+                getattr(new_rs, scopes), _merge_header, "scope", sc.scope, sc.schema_url
+            )
             if isinstance(new_sc, Exception):
                 rejected += _dropped(f"resource {i} scope {j}", new_sc, len(sc.items), noun)
                 continue
@@ -226,6 +236,14 @@ def _parse_into(src: Any, dst: Any) -> None:
     json_format.ParseDict(src, dst, ignore_unknown_fields=True, max_recursion_depth=JSON_MAX_DEPTH)
 
 
+def _json_header(new: Any, obj: Mapping[str, Any], header: str, schema: bool) -> None:
+    """OTLP/JSON: ``new``'s ``header`` (``resource``/``scope``) from ``obj``, and its
+    ``schemaUrl`` when ``schema`` (resources)."""
+    _parse_into(obj.get(header) or {}, getattr(new, header))
+    if schema and isinstance(obj.get("schemaUrl"), str):
+        new.schema_url = obj["schemaUrl"]
+
+
 def _list(doc: Mapping[str, Any], camel: str, what: str) -> list[Any]:
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
     v = doc.get(camel, doc.get(snake))
@@ -264,27 +282,19 @@ def json_request(doc: Any, kind: Kind) -> tuple[Any, list[Rejected]]:
     for i, rs in enumerate(_list(doc, outer, "request")):
         if not isinstance(rs, Mapping):
             raise PoisonMessage("not_otlp", f"{outer}[{i}] is not an object")
-        new_rs = getattr(out, resources).add()
         scope_list = _list(rs, mid, f"{outer}[{i}]")
-        try:
-            _parse_into(rs.get("resource") or {}, new_rs.resource)
-            if isinstance(rs.get("schemaUrl"), str):
-                new_rs.schema_url = rs["schemaUrl"]
-        except Exception as e:
-            del getattr(out, resources)[-1]
+        new_rs = _add_parsed(getattr(out, resources), _json_header, rs, "resource", True)
+        if isinstance(new_rs, Exception):
             n = sum(len(_list(s, inner, "")) for s in scope_list if isinstance(s, Mapping))
-            reject(f"{outer}[{i}].resource", e, n)
+            reject(f"{outer}[{i}].resource", new_rs, n)
             continue
         for j, ss in enumerate(scope_list):
             if not isinstance(ss, Mapping):
                 raise PoisonMessage("not_otlp", f"{outer}[{i}].{mid}[{j}] is not an object")
-            new_ss = getattr(new_rs, scopes).add()
             item_list = _list(ss, inner, f"{outer}[{i}].{mid}[{j}]")
-            try:
-                _parse_into(ss.get("scope") or {}, new_ss.scope)
-            except Exception as e:
-                del getattr(new_rs, scopes)[-1]
-                reject(f"{outer}[{i}].{mid}[{j}].scope", e, len(item_list))
+            new_ss = _add_parsed(getattr(new_rs, scopes), _json_header, ss, "scope", False)
+            if isinstance(new_ss, Exception):
+                reject(f"{outer}[{i}].{mid}[{j}].scope", new_ss, len(item_list))
                 continue
             dst = getattr(new_ss, items)
             for k, item in enumerate(item_list):
