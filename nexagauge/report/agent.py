@@ -10,13 +10,13 @@ and results), or the calls without the signals (the node did not run: the view s
 values are cut (:func:`cut`) so that one huge tool result does not bury the page.
 
 Example:
-    >>> from nexagauge.report.excerpt import cut, excerpt
-from nexagauge.report.record import RecordText, ToolCallText
-    >>> rec = RecordText(present=True, tool_calls=(ToolCallText("lookup", "c1", result="ok"),))
+    >>> from nexagauge.report.record import RecordText
+    >>> call = ToolCall(name="lookup", call_id="c1", result="ok")
+    >>> rec = RecordText(present=True, tool_calls=(call,))
     >>> doc = {"nodes": {"agent_signals": {"output": {"signals": {"llm_steps": 2, "calls": [
     ...     {"name": "lookup", "call_id": "c1", "failed": False, "declared": None}]}}}}}
     >>> view = agent_view(doc, rec)
-    >>> (view.calls[0].result, view.llm_steps, view.definitions_recorded, view.faulty)
+    >>> (view.calls[0].call.result, view.llm_steps, view.definitions_recorded, view.faulty)
     ('ok', 2, False, False)
 """
 
@@ -27,36 +27,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexagauge.report.excerpt import cut, excerpt
-from nexagauge.report.record import RecordText, ToolCallText
+from nexagauge.report.record import RecordText
+from nexagauge.schema.tools import ToolCall
 
 #: characters of a tool call's arguments, result or error shown (longer values are cut)
 VALUE_CHARS = 600
 #: the metric of the ``task_completion`` node
 TASK_COMPLETION = "task_completion"
+#: the node whose output holds the signals (no scores: summary.json lists it with none)
+AGENT_SIGNALS = "agent_signals"
 
 
 @dataclass(frozen=True)
 class CallView:
-    """One tool call as the report shows it (values cut to :data:`VALUE_CHARS`).
+    """One tool call as the report shows it: the call (arguments, result and error cut to
+    :data:`VALUE_CHARS`) and what the signals say of it. ``declared`` is ``None`` when the run
+    recorded no tool definitions (or the signals were not computed); ``in_loop``: the call is
+    one of a loop's repeated calls."""
 
-    ``declared`` is ``None`` when the run recorded no tool definitions (or the signals were not
-    computed); ``in_loop``: the call is one of a loop's repeated calls.
-    """
-
-    name: str
-    call_id: str
-    arguments: str | None = None
-    result: str | None = None
-    error: str | None = None
-    duration_ms: float | None = None
+    call: ToolCall
     failed: bool = False
     declared: bool | None = None
     in_loop: bool = False
-
-    @property
-    def label(self) -> str:
-        """The source label grounding gives this call's result (``tool:<name>#<call id>``)."""
-        return f"tool:{self.name}#{self.call_id}"
 
 
 @dataclass(frozen=True)
@@ -142,30 +134,31 @@ def _f(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _call(
-    text: ToolCallText | None, sig: dict[str, Any], loop_ids: set[tuple[str, str]]
-) -> CallView:
+def _call(text: ToolCall | None, sig: dict[str, Any], loop_ids: set[tuple[str, str]]) -> CallView:
     name = (text.name if text else None) or str(sig.get("name") or "")
     call_id = (text.call_id if text else None) or str(sig.get("call_id") or "")
     error = (text.error if text else None) or _s(sig.get("error"))
     declared = sig.get("declared")
     dur = text.duration_ms if text and text.duration_ms is not None else _f(sig.get("duration_ms"))
-    return CallView(
+    call = ToolCall(
         name=name,
         call_id=call_id,
         arguments=cut(text.arguments, VALUE_CHARS) if text else None,
         result=cut(text.result, VALUE_CHARS) if text else None,
         error=cut(error, VALUE_CHARS),
         duration_ms=dur,
-        failed=sig.get("failed") is True or (not sig and error is not None),
+    )
+    return CallView(
+        call=call,
+        failed=sig.get("failed") is True or (not sig and call.failed),
         declared=declared if isinstance(declared, bool) else None,
         in_loop=(name, call_id) in loop_ids,
     )
 
 
 def _pair(
-    texts: tuple[ToolCallText, ...], sigs: list[dict[str, Any]]
-) -> list[tuple[ToolCallText | None, dict[str, Any]]]:
+    texts: tuple[ToolCall, ...], sigs: list[dict[str, Any]]
+) -> list[tuple[ToolCall | None, dict[str, Any]]]:
     """The record's calls beside the signals' calls (same order when both come from one run)."""
     if not sigs:
         return [(t, {}) for t in texts]
@@ -187,7 +180,7 @@ def _task(node: dict[str, Any]) -> TaskView | None:
 def agent_view(doc: dict[str, Any], record: RecordText) -> AgentView | None:
     """The :class:`AgentView` of a case file's JSON (``None``: the case has no agent run)."""
     nodes = _d(doc.get("nodes"))
-    node = _d(nodes.get("agent_signals"))
+    node = _d(nodes.get(AGENT_SIGNALS))
     sig = _d(_d(node.get("output")).get("signals"))
     if not sig and not record.tool_calls:
         return None

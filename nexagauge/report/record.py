@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexagauge.schema.tools import ToolCall
 from nexagauge.sdk.scrubbing import Scrubber
 
 #: the key of the block in a case file
@@ -59,21 +60,10 @@ def record_block(case: Any) -> dict[str, Any]:
     return dict(_scrubbed(block))
 
 
-@dataclass(frozen=True)
-class ToolCallText:
-    """One tool call of the ``record`` block, as written (arguments and result as text)."""
-
-    name: str
-    call_id: str
-    arguments: str | None = None
-    result: str | None = None
-    error: str | None = None
-    duration_ms: float | None = None
-
-
-def _tool_call(obj: dict[str, Any]) -> ToolCallText:
+def _tool_call(obj: dict[str, Any]) -> ToolCall:
+    """A tool call of the block (tolerant: wrong types are shown as JSON, like the rest)."""
     dur = obj.get("duration_ms")
-    return ToolCallText(
+    return ToolCall(
         name=_text(obj.get("name")) or "",
         call_id=_text(obj.get("call_id")) or "",
         arguments=_text(obj.get("arguments")),
@@ -100,7 +90,7 @@ class RecordText:
     #: one source label per context document (``doc:kb-7``, ``tool:lookup#c1``), or empty
     context_sources: tuple[str, ...] = ()
     #: the agent's tool calls (empty: no agent run, or a case file written before they were kept)
-    tool_calls: tuple[ToolCallText, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
 
     def document(self, label: str) -> str | None:
         """The context document labelled ``label`` (``None``: no such label)."""

@@ -29,6 +29,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from nexagauge.report.agent import AGENT_SIGNALS
 from nexagauge.report.charts import histograms
 from nexagauge.report.compare import Comparison, compare_runs
 from nexagauge.report.load import ReportError, load_run
@@ -139,6 +140,7 @@ def render(run: RunView, comparison: Comparison | None = None) -> str:
             changes=changes,
             anchors={c.key: i for i, c in enumerate(run.cases)},
             charts=histograms(metric_names, run.cases),
+            signals_node=AGENT_SIGNALS,
             css=css,
             js=js,
             csp=csp,

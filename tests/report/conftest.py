@@ -156,28 +156,35 @@ class Runs:
     new_stderr: str
 
 
+def run_eval(
+    srv: OpenAIServer, root: Path, data: Path, out: Path, only: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``nexagauge run eval --only ONLY -i DATA -o OUT`` in a subprocess, judged by ``srv``."""
+    env = run_env(
+        root / "cache",
+        NEXAGAUGE_JUDGE_BASE_URL=srv.base_url,
+        NEXAGAUGE_JUDGE_API_KEY=JUDGE_KEY,
+        NEXAGAUGE_JUDGE_MODE="llm",
+    )
+    cmd = [*nexagauge_command(), "run", "eval", "--only", only, "-i", str(data), "-o", str(out)]
+    cmd += ["--no-progress", "-q", *extra]
+    p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    assert (out / "summary.json").is_file(), p.stderr
+    return p
+
+
 @pytest.fixture(scope="package")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     root = tmp_path_factory.mktemp("runs")
     with OpenAIServer(handler=reasoning_handler) as srv:
-        env = run_env(
-            root / "cache",
-            NEXAGAUGE_JUDGE_BASE_URL=srv.base_url,
-            NEXAGAUGE_JUDGE_API_KEY=JUDGE_KEY,
-            NEXAGAUGE_JUDGE_MODE="llm",
-        )
         rcs, err = [], ""
         for name, second in (("base", False), ("new", True)):
             data = root / f"{name}.jsonl"
             data.write_text("\n".join(_records(second)) + "\n", encoding="utf-8")
-            cmd = [*nexagauge_command(), "run", "eval", "--only", "relevance,grounding,refmatch"]
-            cmd += ["-i", str(data), "-o", str(root / name), "--no-progress", "-q"]
-            if second:
-                cmd += ["--baseline", str(root / "base")]
-            p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+            extra = ["--baseline", str(root / "base")] if second else []
+            p = run_eval(srv, root, data, root / name, "relevance,grounding,refmatch", *extra)
             rcs.append(p.returncode)
             err = p.stderr
-            assert (root / name / "summary.json").is_file(), p.stderr
     yield Runs(root / "base", root / "new", root / "new.jsonl", rcs[0], rcs[1], err)
 
 
@@ -190,22 +197,7 @@ def agent_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     data = root / "agent.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in agent_records()) + "\n", encoding="utf-8")
     with OpenAIServer(handler=agent_judge) as srv:
-        env = run_env(
-            root / "cache",
-            NEXAGAUGE_JUDGE_BASE_URL=srv.base_url,
-            NEXAGAUGE_JUDGE_API_KEY=JUDGE_KEY,
-            NEXAGAUGE_JUDGE_MODE="llm",
-        )
-        cmd = [
-            *nexagauge_command(),
-            "run",
-            "eval",
-            "--only",
-            "grounding,agent_signals,task_completion",
-        ]
-        cmd += ["-i", str(data), "-o", str(root / "out"), "--no-progress", "-q"]
-        p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=180)
-        assert (root / "out" / "summary.json").is_file(), p.stderr
+        run_eval(srv, root, data, root / "out", "grounding,agent_signals,task_completion")
     yield root / "out"
 
 

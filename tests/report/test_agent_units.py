@@ -72,7 +72,9 @@ def test_signals_without_the_record_tool_calls(tmp_path: Path) -> None:
     run = load_run(tmp_path, Redactor())
     view = run.cases[0].agent
     assert view is not None and view.signals and view.llm_steps == 3
-    assert [(c.call_id, c.arguments, c.failed, c.in_loop, c.declared) for c in view.calls] == [
+    assert [
+        (c.call.call_id, c.call.arguments, c.failed, c.in_loop, c.declared) for c in view.calls
+    ] == [
         ("c1", None, False, True, True),
         ("c2", None, False, True, True),
         ("c3", None, True, False, False),
@@ -95,7 +97,7 @@ def test_tool_calls_without_signals_claim_no_fault_but_a_recorded_error(tmp_path
     run = load_run(tmp_path, Redactor())
     view = run.cases[0].agent
     assert view is not None and not view.signals and view.llm_steps is None
-    assert view.calls[0].result == "r" * VALUE_CHARS + "…"
+    assert view.calls[0].call.result == "r" * VALUE_CHARS + "…"
     assert [c.failed for c in view.calls] == [False, True] and view.undeclared == 0
     html = render(run)
     assert 'data-signal="none"' in html and 'data-signal="no-definitions"' not in html
