@@ -207,6 +207,10 @@ def test_agent_faults_filter(agent_run: Path, open_report: Opener) -> None:
     page.uncheck("#failing-only")
     page.uncheck("#agent-faults-only")
     assert visible.count() == total == 6
+    page.fill("#search", "lookup_policy")  # a tool's name finds the runs that called it
+    assert [visible.nth(i).get_attribute("data-key") for i in range(visible.count())] == [
+        "failing-tool#0"
+    ]
 
 
 def test_hostile_text_in_agent_fields(agent_run: Path, open_report: Opener) -> None:
