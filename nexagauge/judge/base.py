@@ -81,11 +81,11 @@ class ExtractedClaim:
     confidence: float = 1.0
 
 
-@dataclass(frozen=True)
-class ClaimExtraction:
-    """Result of :meth:`Judge.extract_claims`: claims of every chunk, or an ``error``."""
+@dataclass(frozen=True, kw_only=True)
+class JudgeOutcome:
+    """What every judge call returns besides its answer: what it cost, the error that stopped it
+    (``None``: it succeeded) and which model answered how (keyword-only fields)."""
 
-    claims: list[ExtractedClaim] = field(default_factory=list)
     cost: CostEstimate = field(default_factory=CostEstimate)
     error: str | None = None
     info: CallInfo = field(default_factory=CallInfo)
@@ -93,6 +93,13 @@ class ClaimExtraction:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True)
+class ClaimExtraction(JudgeOutcome):
+    """Result of :meth:`Judge.extract_claims`: claims of every chunk, or an ``error``."""
+
+    claims: list[ExtractedClaim] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class RawVerdict:
 
 
 @dataclass(frozen=True)
-class ClaimJudgement:
+class ClaimJudgement(JudgeOutcome):
     """Result of :meth:`Judge.judge_claims`.
 
     On success ``len(verdicts) == len(claims)`` (a judge answer with another count is an
@@ -114,24 +121,14 @@ class ClaimJudgement:
     """
 
     verdicts: list[RawVerdict] = field(default_factory=list)
-    cost: CostEstimate = field(default_factory=CostEstimate)
     reasoning: str | None = None
-    error: str | None = None
-    info: CallInfo = field(default_factory=CallInfo)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 @dataclass(frozen=True)
-class JudgeReply(Generic[T]):
+class JudgeReply(JudgeOutcome, Generic[T]):
     """Result of :meth:`Judge.structured`: the validated model instance, or an ``error``."""
 
     value: T | None
-    cost: CostEstimate = field(default_factory=CostEstimate)
-    error: str | None = None
-    info: CallInfo = field(default_factory=CallInfo)
     #: content token log-probs when ``top_logprobs`` was requested and the endpoint returned them:
     #: ``[{"token": str, "logprob": float, "top_logprobs": [{"token", "logprob"}, ...]}, ...]``
     logprobs: list[dict[str, Any]] | None = None
