@@ -227,5 +227,5 @@ def agent_totals(views: Iterable[AgentView | None]) -> AgentTotals | None:
 def passage(record: RecordText, source: str | None, claim: str) -> str | None:
     """The passage of the context document labelled ``source`` that ``claim`` is about
     (:func:`~nexagauge.report.excerpt.excerpt`); ``None``: no source, or no such document."""
-    doc = record.document(source) if source else None
+    doc = record.document(source)
     return None if doc is None else excerpt(doc, claim)

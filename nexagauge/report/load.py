@@ -105,6 +105,7 @@ def _claim(entry: dict[str, Any], record: RecordText) -> ClaimView:
         reason=reason,
         passage=passage(record, source, _str(item.get("text")) or "") or passage_of(reason),
         source=source,
+        source_index=record.source_index(source),
     )
 
 

@@ -41,6 +41,8 @@ class ClaimView:
     reason: str | None = None
     passage: str | None = None
     source: str | None = None
+    #: the position of the source among the case's context documents (for a link to it)
+    source_index: int | None = None
 
 
 @dataclass(frozen=True)

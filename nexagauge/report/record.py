@@ -92,13 +92,19 @@ class RecordText:
     #: the agent's tool calls (empty: no agent run, or a case file written before they were kept)
     tool_calls: tuple[ToolCall, ...] = ()
 
-    def document(self, label: str) -> str | None:
-        """The context document labelled ``label`` (``None``: no such label)."""
-        if len(self.context_sources) != len(self.context):
+    def source_index(self, label: str | None) -> int | None:
+        """The position of the context document labelled ``label`` (``None``: no such label)."""
+        if not label or len(self.context_sources) != len(self.context):
             return None
-        return next(
-            (d for s, d in zip(self.context_sources, self.context, strict=True) if s == label), None
-        )
+        try:
+            return self.context_sources.index(label)
+        except ValueError:
+            return None
+
+    def document(self, label: str | None) -> str | None:
+        """The context document labelled ``label`` (``None``: no such label)."""
+        i = self.source_index(label)
+        return None if i is None else self.context[i]
 
 
 def _text(value: Any) -> str | None:

@@ -129,6 +129,11 @@ def test_claims_name_their_source_and_its_passage(agent_run: Path, open_report: 
     row = _case(page, "contradicted").locator("table.claims tbody tr").first
     assert row.locator("td.verdict").text_content() == "REJECTED contradicted"
     assert row.locator("td.source").text_content() == "tool:lookup_order#call_1"
+    # the source links to its document in the case's context
+    row.locator("a.src-link").click()
+    target = page.locator("ol.ctx.labelled li:target")
+    assert target.locator("code.src").text_content() == "tool:lookup_order#call_1"
+    assert target.locator(".doc").text_content().startswith("Result of tool lookup_order")
 
 
 def test_context_is_listed_as_labelled_documents(agent_run: Path, open_report: Opener) -> None:

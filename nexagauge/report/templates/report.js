@@ -53,13 +53,15 @@
     if (agentFaults !== null) { agentFaults.addEventListener("change", apply); }
   }
 
-  // a link to a case (from the comparison table) opens it
+  // a link to a case (from the comparison table) or into one (a claim's source) opens it
   function openTarget() {
     var id = decodeURIComponent(location.hash.slice(1));
     var el = id ? document.getElementById(id) : null;
-    if (el !== null && el.tagName === "DETAILS") {
-      el.hidden = false;
-      el.open = true;
+    var box = el !== null ? el.closest("details.case") : null;
+    if (box !== null) {
+      box.hidden = false;
+      box.open = true;
+      if (el !== box) { el.scrollIntoView(); }
     }
   }
   window.addEventListener("hashchange", openTarget);
