@@ -17,35 +17,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TextIO
 
 
+@dataclass(eq=False)
 class Progress:
     """Draws ``[#####.....] 12/40 cases  3 failed  4.1/s  ETA 7s`` on one line of ``stream``."""
 
-    def __init__(
-        self,
-        stream: TextIO,
-        *,
-        total: int | None = None,
-        fraction: Callable[[], float | None] | None = None,
-        enabled: bool = True,
-        width: int = 28,
-        min_interval: float = 0.1,
-    ) -> None:
-        self.stream = stream
-        self.total = total
-        self.fraction = fraction
-        self.enabled = enabled
-        self.width = width
-        self.min_interval = min_interval
-        self.start = time.monotonic()
-        self._last = 0.0
-        self._drawn = False
-        self.done = 0
-        self.failed = 0
+    stream: TextIO
+    _: KW_ONLY
+    total: int | None = None
+    fraction: Callable[[], float | None] | None = None
+    enabled: bool = True
+    width: int = 28
+    min_interval: float = 0.1
+    start: float = field(init=False, default_factory=time.monotonic)
+    done: int = field(init=False, default=0)
+    failed: int = field(init=False, default=0)
+    _last: float = field(init=False, default=0.0)
+    _drawn: bool = field(init=False, default=False)
+    _erase: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
         # erase-to-end-of-line only on a terminal (a forced --progress into a log stays plain)
-        isatty = getattr(stream, "isatty", None)
+        isatty = getattr(self.stream, "isatty", None)
         self._erase = "\x1b[K" if callable(isatty) and isatty() else ""
 
     def update(self, done: int, failed: int = 0) -> None:

@@ -20,12 +20,14 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from nexagauge.online.ingest.assembly import TraceBuffer
 from nexagauge.online.ingest.sampling import Sampler
 
 
+@dataclass(eq=False)
 class EarlyDiscard:
     """The stage's decode-time filter (see module docstring).
 
@@ -34,21 +36,13 @@ class EarlyDiscard:
     full, so a very long trace may be counted twice).
     """
 
-    def __init__(
-        self,
-        sampler: Sampler,
-        buffer: TraceBuffer,
-        stats: Any,
-        metrics: Any = None,
-        *,
-        memory: int = 10_000,
-    ) -> None:
-        self.sampler = sampler
-        self.buffer = buffer
-        self.stats = stats
-        self.metrics = metrics
-        self.memory = memory
-        self._seen: dict[bytes, None] = {}
+    sampler: Sampler
+    buffer: TraceBuffer
+    stats: Any
+    metrics: Any = None
+    _: KW_ONLY
+    memory: int = 10_000
+    _seen: dict[bytes, None] = field(init=False, default_factory=dict)
 
     def keep(
         self, trace_id: bytes, service: str, name: str, marks: dict[str, Any], error: bool
