@@ -265,31 +265,15 @@ def metrics_of(a: Alignment, meta: dict[str, Any]) -> list[MetricResult]:
         ],
     }
     g = min(1.0, max(0.0, a.global_cosine))
+    scored = (  # (score, result) of each of METRICS, in order
+        (a.precision, prec_rows),
+        (a.recall, rec_rows),
+        (a.f1, [explanation]),
+        (g, [{"method": GLOBAL_METHOD, "cosine": _r(a.global_cosine)}]),
+    )
     return [
-        MetricResult(
-            name="refalign_precision",
-            category=CATEGORY,
-            score=_r(a.precision),
-            result=prec_rows,
-            meta=meta,
-        ),
-        MetricResult(
-            name="refalign_recall",
-            category=CATEGORY,
-            score=_r(a.recall),
-            result=rec_rows,
-            meta=meta,
-        ),
-        MetricResult(
-            name="refalign_f1", category=CATEGORY, score=_r(a.f1), result=[explanation], meta=meta
-        ),
-        MetricResult(
-            name="refalign_similarity",
-            category=CATEGORY,
-            score=_r(g),
-            result=[{"method": GLOBAL_METHOD, "cosine": _r(a.global_cosine)}],
-            meta=meta,
-        ),
+        MetricResult(name=name, category=CATEGORY, score=_r(score), result=result, meta=meta)
+        for name, (score, result) in zip(METRICS, scored, strict=True)
     ]
 
 
