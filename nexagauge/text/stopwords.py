@@ -8,7 +8,7 @@ question words that carry no claim of their own. Claim anchoring and merging
 or "never" is no checkable content for the local judge, but it tells two claims apart.
 
 Example:
-    >>> sorted(wordset("the  a\nan")), "the" in FUNCTION_WORDS, "tower" in FUNCTION_WORDS
+    >>> sorted(wordset(" the  a an ")), "the" in FUNCTION_WORDS, "tower" in FUNCTION_WORDS
     (['a', 'an', 'the'], True, False)
 """
 
