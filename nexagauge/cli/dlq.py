@@ -23,6 +23,8 @@ import asyncio
 import sys
 from typing import Any
 
+from nexagauge.cli.serve import add_kafka_args
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``dlq`` (with its ``replay`` action) on the top-level subparsers."""
@@ -37,13 +39,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="re-evaluate dead-lettered evaluations and emit them as serve would",
         description=(__doc__ or "").split("\n\n")[1],
     )
-    r.add_argument(
-        "--config", help="TOML config file (default: $NEXAGAUGE_CONFIG or ./nexagauge.toml)"
-    )
-    r.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (host:port,...)")
-    r.add_argument(
-        "--group-id", help="the evaluator's consumer group (replay uses <it>-dlq-replay)"
-    )
+    add_kafka_args(r, group_help="the evaluator's consumer group (replay uses <it>-dlq-replay)")
     r.add_argument("--dlq-topic", help="the dead-letter topic (kafka.dlq_topic)")
     r.add_argument("--otlp-endpoint", help="where evaluation spans are exported (OTLP)")
     r.add_argument(

@@ -28,6 +28,16 @@ from typing import Any
 log = logging.getLogger("nexagauge.serve")
 
 
+def add_kafka_args(p: argparse.ArgumentParser, *, group_help: str) -> None:
+    """The options every command that reads the evaluator's topics takes (``serve``,
+    ``dlq replay``): the config file, the brokers and the consumer group."""
+    p.add_argument(
+        "--config", help="TOML config file (default: $NEXAGAUGE_CONFIG or ./nexagauge.toml)"
+    )
+    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (host:port,...)")
+    p.add_argument("--group-id", help=group_help)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``serve`` on the top-level subparsers."""
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -35,11 +45,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="evaluate production traces continuously from Kafka",
         description=(__doc__ or "").split("\n\n")[0],
     )
-    p.add_argument(
-        "--config", help="TOML config file (default: $NEXAGAUGE_CONFIG or ./nexagauge.toml)"
-    )
-    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (host:port,...)")
-    p.add_argument("--group-id", help="consumer group of the evaluator")
+    add_kafka_args(p, group_help="consumer group of the evaluator")
     p.add_argument("--traces-topic", help="topic of OTLP trace export requests")
     p.add_argument("--logs-topic", help="topic of OTLP log export requests")
     p.add_argument("--encoding", choices=["otlp_proto", "otlp_json"])
