@@ -226,6 +226,10 @@ class RekeyStage(LagHooks):
     async def tick(self) -> None:
         return None
 
+    def wakeup_s(self) -> float:
+        """No timers here: the loop only needs to come round for commits."""
+        return 1.0
+
     def saturated(self) -> bool:
         return len(self._pending) >= self.max_pending
 

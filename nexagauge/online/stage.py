@@ -425,6 +425,14 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
             task.add_done_callback(active.tasks.discard)
 
     # -- consumer-loop hooks ----------------------------------------------------------------
+    def wakeup_s(self) -> float:
+        """How soon the loop must call :meth:`tick` again: soon while traces are buffered
+        (their grace and inactivity timers) or cases wait for a slot, else whenever (an idle
+        member need not go round ten times a second)."""
+        if len(self.buffer) or self._ready or self._starting:
+            return 0.1
+        return 1.0
+
     def saturated(self) -> bool:
         if self.breaker is not None and not self.breaker.is_closed:
             return True  # judge outage: pause consumption until the breaker closes

@@ -41,6 +41,11 @@ from nexagauge.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
+#: the loop's round while the handler has timers running (trace completion, reordering)
+POLL_MS = 100
+#: the longest round of an idle loop (records end a round at once)
+IDLE_POLL_S = 0.5
+
 
 class Handler(Protocol):
     """What a stage implements to be driven by :class:`ConsumerLoop`."""
@@ -198,7 +203,9 @@ class ConsumerLoop:
         try:
             while not self._stopping.is_set():
                 try:
-                    batches = await c.getmany(timeout_ms=100, max_records=self.max_records)
+                    batches = await c.getmany(
+                        timeout_ms=self._wait_ms(), max_records=self.max_records
+                    )
                 except KafkaError as e:  # broker restart, leader change: the client reconnects
                     log.warning("fetch failed (%s); retrying", type(e).__name__)
                     await asyncio.sleep(0.2)
@@ -218,6 +225,18 @@ class ConsumerLoop:
                     self._last_lag = now
         finally:
             self._stopped.set()
+
+    def _wait_ms(self) -> int:
+        """How long ``getmany`` may wait for records before the loop goes round (tick,
+        backpressure, commit): 100 ms while the handler has timers running or partitions are
+        paused, up to ``commit_interval_s`` (at most 0.5 s) when the handler says it is idle
+        (``wakeup_s``); records end the wait at once either way. Ten rounds a second of every
+        idle loop were most of an idle serve's CPU."""
+        hint = getattr(self.handler, "wakeup_s", None)
+        if hint is None or self._paused:
+            return POLL_MS
+        s = min(float(hint()), self.commit_interval_s, IDLE_POLL_S)
+        return max(POLL_MS, int(s * 1000))
 
     def _backpressure(self) -> None:
         assert self.consumer is not None

@@ -1,0 +1,59 @@
+"""An idle consumer loop goes round less often (issue 33): ``getmany`` waits up to 0.5 s while
+the handler has no timers running (records end the wait at once), 100 ms otherwise; ten rounds a
+second of every idle loop were most of an idle serve's CPU."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from nexagauge.online.delivery.consumer import ConsumerLoop
+from nexagauge.online.rekey import RekeyStage
+from nexagauge.settings import KafkaSettings
+
+from .otlp import rand_tid, sdk_turn, traces_request
+from .test_stage import TP, Clock, Emitter, make_stage, record, settle
+
+
+class _Handler:
+    def __init__(self, wake: float | None) -> None:
+        self.wake = wake
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wakeup_s" and self.wake is not None:
+            return lambda: self.wake
+        raise AttributeError(name)
+
+
+def _loop(handler: Any, commit_interval_s: float = 1.0) -> ConsumerLoop:
+    return ConsumerLoop(KafkaSettings(), ["t"], "g", handler, commit_interval_s=commit_interval_s)
+
+
+def test_round_length_follows_the_handler_and_backpressure() -> None:
+    assert _loop(_Handler(None))._wait_ms() == 100  # a handler that says nothing: as before
+    assert _loop(_Handler(0.1))._wait_ms() == 100
+    assert _loop(_Handler(5.0))._wait_ms() == 500  # idle: at most 0.5 s
+    assert _loop(_Handler(5.0), commit_interval_s=0.2)._wait_ms() == 200  # commits still on time
+    paused = _loop(_Handler(5.0))
+    paused._paused.add(TopicPartition("t", 0))
+    assert paused._wait_ms() == 100  # a slot may free up any moment: resume quickly
+
+
+async def test_the_stage_is_idle_only_with_nothing_buffered_or_waiting() -> None:
+    clock, em = Clock(), Emitter()
+    stage = make_stage(em, clock)
+    assert stage.wakeup_s() == 1.0
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "Q?", "A.")))])
+    assert stage.wakeup_s() == 0.1  # a trace in its grace period: its timer must run
+    await settle(stage, clock)
+    for _ in range(100):
+        if em.cases:
+            break
+        await asyncio.sleep(0.01)
+    assert em.cases and stage.wakeup_s() == 1.0
+
+
+def test_the_rekey_stage_has_no_timers() -> None:
+    assert RekeyStage.wakeup_s(object.__new__(RekeyStage)) == 1.0  # type: ignore[arg-type]
