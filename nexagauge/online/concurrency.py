@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 class AdaptiveLimit:
@@ -82,6 +83,13 @@ class AdaptiveLimit:
         self._at_limit = 0
         #: decreases so far (by cause), for tests and logs
         self.cuts = {"latency": 0, "throttled": 0}
+
+    @classmethod
+    def for_online(cls, o: Any) -> AdaptiveLimit:
+        """The limit ``OnlineSettings`` ask for: adaptive between ``min_in_flight`` and
+        ``max_in_flight``, or fixed at ``max_in_flight`` (``adaptive_concurrency = false``)."""
+        floor = o.min_in_flight if o.adaptive_concurrency else o.max_in_flight
+        return cls(floor, o.max_in_flight)
 
     @property
     def value(self) -> int:

@@ -122,10 +122,7 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
         self._side: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         #: how many may run now: adapts between online.min_in_flight and max_in_flight (AIMD)
-        self.limit = AdaptiveLimit(
-            self.o.min_in_flight if self.o.adaptive_concurrency else self.o.max_in_flight,
-            self.o.max_in_flight,
-        )
+        self.limit = AdaptiveLimit.for_online(self.o)
         #: sampled cases waiting for a slot: at most limit.value run at once (a real bound)
         self._ready: deque[tuple[_Active, ExtractedCase, Decision]] = deque()
         #: the inactivity clock of the assembly buffer stops while partitions are paused (_idle_now)
@@ -426,12 +423,8 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, LagHooks):
 
     # -- consumer-loop hooks ----------------------------------------------------------------
     def wakeup_s(self) -> float:
-        """How soon the loop must call :meth:`tick` again: soon while traces are buffered
-        (their grace and inactivity timers) or cases wait for a slot, else whenever (an idle
-        member need not go round ten times a second)."""
-        if len(self.buffer) or self._ready or self._starting:
-            return 0.1
-        return 1.0
+        """When :meth:`tick` is due: soon while traces are buffered or cases wait, else idle."""
+        return 0.1 if len(self.buffer) or self._ready or self._starting else 1.0
 
     def saturated(self) -> bool:
         if self.breaker is not None and not self.breaker.is_closed:
