@@ -38,12 +38,16 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
 from nexagauge.emit import metric_names as N
 from nexagauge.emit.labels import LabelLimiter
+from nexagauge.emit.series import Series
 from nexagauge.nodes.agent_signals import AgentSignals
 
+#: labels of every agent series, and of the series of an agent's tool
+AGENT = ("agent",)
+AGENT_TOOL = ("agent", "tool")
 #: ``definitions`` label values
 DEFINITIONS = ("recorded", "not_recorded")
 #: ``outcome`` label values of tool calls
@@ -60,50 +64,42 @@ class AgentMetrics:
     ) -> None:
         self.registry = registry
         self.limit(top_tools=top_tools, top_agents=top_agents)
-        self.runs = Counter(
+        s = Series(registry)
+        self.runs = s.counter(
             N.AGENT_RUNS,
             "Agent runs, by whether their tool definitions were recorded.",
-            ["agent", "definitions"],
-            registry=registry,
+            (*AGENT, "definitions"),
         )
-        self.tool_calls = Counter(
-            N.AGENT_TOOL_CALLS,
-            "Tool calls of agent runs, by outcome.",
-            ["agent", "tool", "outcome"],
-            registry=registry,
+        self.tool_calls = s.counter(
+            N.AGENT_TOOL_CALLS, "Tool calls of agent runs, by outcome.", (*AGENT_TOOL, "outcome")
         )
-        self.loops = Counter(
+        self.loops = s.counter(
             N.AGENT_LOOPS,
             "Loops: one tool called with the same arguments >= agents.loop_threshold times in a run.",
-            ["agent", "tool"],
-            registry=registry,
+            AGENT_TOOL,
         )
-        self.undeclared = Counter(
+        self.undeclared = s.counter(
             N.AGENT_UNDECLARED_TOOL_CALLS,
             "Calls to tools not in the run's declared tool definitions.",
-            ["agent", "tool"],
-            registry=registry,
+            AGENT_TOOL,
         )
-        self.steps = Histogram(
+        self.steps = s.histogram(
             N.AGENT_STEPS,
             "Steps per agent run (LLM calls, tool calls).",
-            ["agent", "kind"],
+            (*AGENT, "kind"),
             buckets=N.AGENT_STEPS_BUCKETS,
-            registry=registry,
         )
-        self.latency = Histogram(
+        self.latency = s.histogram(
             N.AGENT_TOOL_LATENCY,
             "Seconds per tool call.",
-            ["agent", "tool"],
+            AGENT_TOOL,
             buckets=N.AGENT_TOOL_LATENCY_BUCKETS,
-            registry=registry,
         )
-        self.grounding = Histogram(
+        self.grounding = s.histogram(
             N.AGENT_GROUNDING,
             "Grounding score of agent answers whose context holds a tool result.",
-            ["agent"],
+            AGENT,
             buckets=N.SCORE_BUCKETS,
-            registry=registry,
         )
         self._seen: set[tuple[str, ...]] = set()
         self._lock = threading.Lock()

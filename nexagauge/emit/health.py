@@ -20,9 +20,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from nexagauge.emit import metric_names as N
+from nexagauge.emit.series import Series
 
 #: value of ``nexagauge_judge_breaker_state`` per breaker state (``nexagauge.judge.llm.breaker``)
 BREAKER_STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
@@ -36,29 +37,23 @@ class HealthMetrics:
     ) -> None:
         self.registry = registry
         self.clock = clock
-        self.breaker_state = Gauge(
+        s = Series(registry)
+        self.breaker_state = s.gauge(
             N.JUDGE_BREAKER_STATE,
             "Judge circuit breaker: 0 closed, 1 half-open (probing), 2 open (consumption paused).",
-            registry=registry,
         )
-        self.breaker_openings = Counter(
+        self.breaker_openings = s.counter(
             N.JUDGE_BREAKER_OPENINGS,
             "Times the judge circuit breaker opened (transient judge failures).",
-            registry=registry,
         )
-        self.broker_up = Gauge(
-            N.BROKER_UP, "1 when the last broker health check succeeded.", registry=registry
+        self.broker_up = s.gauge(N.BROKER_UP, "1 when the last broker health check succeeded.")
+        self.contact_age = s.gauge(
+            N.BROKER_CONTACT_AGE, "Seconds since the broker last answered a health check."
         )
-        self.contact_age = Gauge(
-            N.BROKER_CONTACT_AGE,
-            "Seconds since the broker last answered a health check.",
-            registry=registry,
-        )
-        self.topics_recreated = Counter(
+        self.topics_recreated = s.counter(
             N.TOPICS_RECREATED,
             "Own topics re-created after they vanished from the broker.",
-            ["topic"],
-            registry=registry,
+            ("topic",),
         )
         self._last_contact: float | None = None
         self.contact_age.set_function(self._age)
