@@ -35,7 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from nexagauge.graph.node import Node, NodeContext
+from nexagauge.graph.node import NodeContext
+from nexagauge.nodes._kinds import UncachedNode
 from nexagauge.schema.results import NodeMetrics
 from nexagauge.schema.tools import AgentRun
 
@@ -180,15 +181,13 @@ def agent_signals(run: AgentRun, *, loop_threshold: int = DEFAULT_LOOP_THRESHOLD
     )
 
 
-class AgentSignalsNode(Node):
-    """Computes :func:`agent_signals` for a case with an agent run (field ``agent``)."""
+class AgentSignalsNode(UncachedNode):
+    """Computes :func:`agent_signals` for a case with an agent run (field ``agent``); uncached,
+    as it costs less than a cache lookup."""
 
     name = "agent_signals"
     version = "1"
     output_model = AgentSignalsMetrics
-
-    def cacheable(self, ctx: NodeContext) -> bool:
-        return False  # costs less than a cache lookup
 
     def cache_key_parts(self, ctx: NodeContext) -> dict[str, Any]:
         return {"loop_threshold": ctx.runtime.settings.agents.loop_threshold}

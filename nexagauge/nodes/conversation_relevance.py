@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, create_model
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
+from nexagauge.nodes._kinds import StrictAnswer, judge_prompt_key, numbered_answer
 from nexagauge.schema.case import ScoringMode, Turn
 from nexagauge.schema.results import (
     ACCEPT_THRESHOLD,
@@ -74,10 +75,6 @@ def new_windows(n_before: int, n_after: int, size: int) -> list[Window]:
     return [w for w in build_windows(n_after, size) if w.end >= n_before]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 @cache
 def window_model(scale: bool, reasoning: bool) -> type[BaseModel]:
     fields: dict[str, Any] = {}
@@ -87,16 +84,15 @@ def window_model(scale: bool, reasoning: bool) -> type[BaseModel]:
         fields["verdict"] = (Literal["yes", "no"], ...)
     if reasoning:
         fields["reason"] = (str, ...)
-    return create_model(f"WindowVerdict{int(scale)}{int(reasoning)}", __base__=_Strict, **fields)
+    return create_model(
+        f"WindowVerdict{int(scale)}{int(reasoning)}", __base__=StrictAnswer, **fields
+    )
 
 
 @cache
 def answer_model(n: int, scale: bool, reasoning: bool) -> type[BaseModel]:
-    item = window_model(scale, reasoning)
-    fields: dict[str, Any] = {f"w{i + 1}": (item, ...) for i in range(n)}
-    return create_model(
-        f"ConversationAnswer{n}{int(scale)}{int(reasoning)}", __base__=_Strict, **fields
-    )
+    name = f"ConversationAnswer{n}{int(scale)}{int(reasoning)}"
+    return numbered_answer(name, "w", window_model(scale, reasoning), n)
 
 
 def _turn_blocks(turns: Sequence[Turn], needed: Sequence[int]) -> list[str]:
@@ -201,12 +197,7 @@ class ConversationRelevanceNode(Node):
         return ctx.runtime.llm_unavailable()
 
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
-        from nexagauge.judge.promptlib import load_prompt
-
-        return {
-            "model": getattr(ctx.runtime.judge, "model", None),
-            "prompt": load_prompt(PROMPT).id,
-        }
+        return judge_prompt_key(ctx, PROMPT)
 
     async def run(self, ctx: NodeContext) -> ConversationMetrics:
         cfg = ctx.case.conversation_relevance

@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexagauge.graph.node import Node, NodeContext
+from nexagauge.graph.node import NodeContext
+from nexagauge.nodes._kinds import UncachedNode
 from nexagauge.schema.results import CostEstimate, NodeMetrics
 
 
@@ -62,13 +63,13 @@ def threshold_for(ctx: NodeContext, node: str, metric: str) -> float:
     return run.thresholds.get(metric, run.default_threshold)
 
 
-class EvalNode(Node):
+class EvalNode(UncachedNode):
+    """Collects the metric results of a case (uncached: cheap, and it depends on statuses
+    rather than cached content)."""
+
     name = "eval"
     version = "1"
     output_model = EvalSummary
-
-    def cacheable(self, ctx: NodeContext) -> bool:
-        return False  # cheap, and it depends on statuses rather than cached content
 
     async def run(self, ctx: NodeContext) -> EvalSummary:
         describe = getattr(ctx.runtime.judge, "describe", None)

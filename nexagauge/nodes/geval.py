@@ -26,20 +26,17 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, create_model
 
-from nexagauge.graph.node import CallEstimate, Node, NodeContext
-from nexagauge.nodes.geval_steps import GevalStepsMetrics, geval_skip_reason
+from nexagauge.graph.node import CallEstimate, NodeContext
+from nexagauge.nodes._kinds import StrictAnswer, judge_prompt_key
+from nexagauge.nodes.geval_steps import GevalBlockNode, GevalStepsMetrics
 from nexagauge.schema.case import EvalCase, GevalMetricDef, ScoringMode
 from nexagauge.schema.results import CostEstimate, GevalMetrics, MetricResult
 
 CATEGORY = "geval"
 PROMPT = "geval"
 TOP_LOGPROBS = 5
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 @cache
@@ -49,7 +46,7 @@ def score_model(scale: bool, reasoning: bool) -> type[BaseModel]:
     if reasoning:
         fields["reasoning"] = (str, ...)
     fields["score"] = (Literal[1, 2, 3, 4, 5] if scale else Literal[0, 1], ...)
-    return create_model(f"GevalAnswer{int(scale)}{int(reasoning)}", __base__=_Strict, **fields)
+    return create_model(f"GevalAnswer{int(scale)}{int(reasoning)}", __base__=StrictAnswer, **fields)
 
 
 def weighted_score(
@@ -129,21 +126,13 @@ def item_text(case: EvalCase, fields: Sequence[str]) -> tuple[list[str], list[st
     return blocks, missing
 
 
-class GevalNode(Node):
+class GevalNode(GevalBlockNode):
     name = "geval"
     version = "1"
     output_model = GevalMetrics
 
-    def skip_reason(self, ctx: NodeContext) -> str | None:
-        return geval_skip_reason(ctx)
-
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
-        from nexagauge.judge.promptlib import load_prompt
-
-        return {
-            "model": getattr(ctx.runtime.judge, "model", None),
-            "prompt": load_prompt(PROMPT).id,
-        }
+        return judge_prompt_key(ctx, PROMPT)
 
     async def run(self, ctx: NodeContext) -> GevalMetrics:
         cfg = ctx.case.geval

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexagauge.graph.cache import ContentStore
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
 from nexagauge.graph.runtime import Runtime
+from nexagauge.nodes._kinds import UncachedNode
 from nexagauge.schema.case import GevalMetricDef
 from nexagauge.schema.results import CostEstimate, GevalStepsMetrics
 
@@ -127,16 +128,20 @@ def geval_skip_reason(ctx: NodeContext) -> str | None:
     return ctx.runtime.llm_unavailable()
 
 
-class GevalStepsNode(Node):
-    name = "geval_steps"
-    version = "1"
-    output_model = GevalStepsMetrics
+class GevalBlockNode(Node):
+    """Base of ``geval_steps`` and ``geval``: both run on the same cases (:func:`geval_skip_reason`)."""
 
     def skip_reason(self, ctx: NodeContext) -> str | None:
         return geval_skip_reason(ctx)
 
-    def cacheable(self, ctx: NodeContext) -> bool:
-        return False  # steps have their own cross-case cache; per-case entries would duplicate it
+
+class GevalStepsNode(GevalBlockNode, UncachedNode):
+    """Resolves each geval metric's steps (uncached per case: steps have their own cross-case
+    cache, and per-case entries would duplicate it)."""
+
+    name = "geval_steps"
+    version = "1"
+    output_model = GevalStepsMetrics
 
     async def run(self, ctx: NodeContext) -> GevalStepsMetrics:
         assert ctx.case.geval is not None

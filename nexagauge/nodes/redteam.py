@@ -28,9 +28,10 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, create_model
 
 from nexagauge.graph.node import CallEstimate, Node, NodeContext
+from nexagauge.nodes._kinds import StrictAnswer, judge_prompt_key, numbered_answer
 from nexagauge.schema.case import EvalCase, RedteamConfig, Rubric, ScoringMode
 from nexagauge.schema.results import CostEstimate, MetricResult, RedteamMetrics
 
@@ -78,11 +79,7 @@ def resolve_rubrics(cfg: RedteamConfig) -> list[RubricSpec]:
 
 
 # --- response schema ---------------------------------------------------------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class EvidenceSpan(_Strict):
+class EvidenceSpan(StrictAnswer):
     field: FieldName
     text: str
 
@@ -100,14 +97,13 @@ def verdict_model(scale: bool, reasoning: bool) -> type[BaseModel]:
     if reasoning:
         fields["reasoning"] = (str, ...)
     name = f"RubricVerdict{'Scale' if scale else 'Binary'}{'R' if reasoning else ''}"
-    return create_model(name, __base__=_Strict, **fields)
+    return create_model(name, __base__=StrictAnswer, **fields)
 
 
 @cache
 def response_model(n: int, scale: bool, reasoning: bool) -> type[BaseModel]:
-    item = verdict_model(scale, reasoning)
-    fields: dict[str, Any] = {f"r{i + 1}": (item, ...) for i in range(n)}
-    return create_model(f"RedteamAnswer{n}{int(scale)}{int(reasoning)}", __base__=_Strict, **fields)
+    name = f"RedteamAnswer{n}{int(scale)}{int(reasoning)}"
+    return numbered_answer(name, "r", verdict_model(scale, reasoning), n)
 
 
 # --- evidence --------------------------------------------------------------------------------
@@ -176,14 +172,10 @@ class RedteamNode(Node):
         return None
 
     def cache_key_parts(self, ctx: NodeContext) -> Mapping[str, Any]:
-        from nexagauge.judge.promptlib import load_prompt
-
-        judge = ctx.runtime.judge
         return {
             "cfg": ctx.case.redteam.model_dump(mode="json"),
             "defaults": [d.rubric.model_dump() for d in default_rubrics()],
-            "model": getattr(judge, "model", None),
-            "prompt": load_prompt(PROMPT).id,
+            **judge_prompt_key(ctx, PROMPT),
         }
 
     async def run(self, ctx: NodeContext) -> RedteamMetrics:

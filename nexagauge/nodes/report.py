@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexagauge.graph.node import Node, NodeContext
+from nexagauge.graph.node import NodeContext
+from nexagauge.nodes._kinds import UncachedNode
 from nexagauge.nodes.eval import EvalSummary
 from nexagauge.schema.results import CostEstimate, NodeMetrics
 
@@ -49,13 +50,10 @@ class CaseReport(BaseModel):
     cost: CostEstimate = Field(default_factory=CostEstimate)
 
 
-class ReportNode(Node):
+class ReportNode(UncachedNode):
     name = "report"
     version = "1"
     output_model = CaseReport
-
-    def cacheable(self, ctx: NodeContext) -> bool:
-        return False
 
     def empty(self) -> CaseReport:  # report is never skipped for lack of fields
         return CaseReport(case_id="", target="")

@@ -12,19 +12,17 @@ Example:
 
 from __future__ import annotations
 
-from nexagauge.graph.node import Node, NodeContext
+from nexagauge.graph.node import NodeContext
+from nexagauge.nodes._kinds import UncachedNode
 from nexagauge.schema.case import EvalCase
 
 
-class ScanNode(Node):
+class ScanNode(UncachedNode):
     """Returns the typed case (see module docstring)."""
 
     name = "scan"
     version = "1"
     output_model = EvalCase
-
-    def cacheable(self, ctx: NodeContext) -> bool:
-        return False
 
     async def run(self, ctx: NodeContext) -> EvalCase:
         return ctx.case
