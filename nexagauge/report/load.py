@@ -20,6 +20,8 @@ import ast
 import json
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Any
@@ -68,6 +70,32 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+#: how a summary value is read into a view field, by the field's annotation: a wrong type reads
+#: as missing (0, None, False), never as an error
+_READ_AS: dict[str, Callable[[Any], Any]] = {
+    "int": _int,
+    "float | None": _num,
+    "str | None": _str,
+    "str": str,
+    "bool": lambda v: v is True,
+}
+
+
+def _read_fields(
+    view: Any, doc: dict[str, Any], names: Iterable[str], keys: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The fields ``names`` of dataclass ``view`` read from ``doc`` by their annotation
+    (:data:`_READ_AS`), each under its own name unless ``keys`` maps it to another key.
+
+    Example:
+        >>> _read_fields(MetricRow, {"count": "3", "mean": 0.5}, ["count", "mean"])
+        {'count': 0, 'mean': 0.5}
+    """
+    types = {f.name: f.type for f in fields(view)}
+    keys = keys or {}
+    return {n: _READ_AS[str(types[n])](doc.get(keys.get(n, n))) for n in names}
 
 
 def passage_of(reason: str | None) -> str | None:
@@ -275,16 +303,23 @@ def _cases(root: Path, redactor: Redactor) -> tuple[list[CaseView], list[Problem
 
 
 def _metric(row: dict[str, Any]) -> MetricRow:
-    return MetricRow(
-        metric=str(row.get("metric")),
-        node=str(row.get("node")),
-        count=_int(row.get("count")),
-        mean=_num(row.get("mean")),
-        median=_num(row.get("median")),
-        pass_rate=_num(row.get("pass_rate")),
-        errors=_int(row.get("errors")),
-        skipped=_int(row.get("skipped")),
-    )
+    return MetricRow(**_read_fields(MetricRow, row, [f.name for f in fields(MetricRow)]))
+
+
+#: the run totals of ``summary.json`` read as they are; ``_TOTAL_KEYS``: field -> key where they differ
+_TOTALS = (
+    "duration_s",
+    "judge",
+    "records",
+    "cases_count",
+    "failed_records",
+    "warnings",
+    "node_errors",
+    "metric_errors",
+    "input_error",
+    "interrupted",
+)
+_TOTAL_KEYS = {"cases_count": "cases"}
 
 
 def load_run(directory: str | Path, redactor: Redactor) -> RunView:
@@ -318,17 +353,8 @@ def load_run(directory: str | Path, redactor: Redactor) -> RunView:
         # the file name only: a full path can name a user's home or a CI workspace
         input_name=PurePath(str(s.get("input") or "")).name,
         started_at=_when(_str(s.get("started_at"))),
-        duration_s=_num(s.get("duration_s")),
-        judge=_str(s.get("judge")),
         judge_models=tuple(models),
-        records=_int(s.get("records")),
-        cases_count=_int(s.get("cases")),
-        failed_records=_int(s.get("failed_records")),
-        warnings=_int(s.get("warnings")),
-        node_errors=_int(s.get("node_errors")),
-        metric_errors=_int(s.get("metric_errors")),
-        input_error=_str(s.get("input_error")),
-        interrupted=s.get("interrupted") is True,
+        **_read_fields(RunView, s, _TOTALS, _TOTAL_KEYS),
         cost=_num(cost.get("cost")) or 0.0,
         input_tokens=_num(cost.get("input_tokens")) or 0.0,
         output_tokens=_num(cost.get("output_tokens")) or 0.0,
