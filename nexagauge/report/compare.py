@@ -27,6 +27,16 @@ from nexagauge.report.model import CaseView, MetricRow, RunView
 TOLERANCE = 1e-9
 
 
+def difference(old: float | None, new: float | None) -> float | None:
+    """``new - old``, or ``None`` when either side has no value.
+
+    Example:
+        >>> difference(0.5, 0.75), difference(None, 0.75)
+        (0.25, None)
+    """
+    return None if old is None or new is None else new - old
+
+
 @dataclass(frozen=True)
 class Change:
     """One metric of one case whose score differs between the runs (``None``: not scored)."""
@@ -39,9 +49,8 @@ class Change:
 
     @property
     def delta(self) -> float | None:
-        if self.old is None or self.new is None:
-            return None
-        return round(self.new - self.old, 12)
+        d = difference(self.old, self.new)
+        return None if d is None else round(d, 12)
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,7 @@ class MetricDelta:
 
     @property
     def delta(self) -> float | None:
-        if self.old_mean is None or self.new_mean is None:
-            return None
-        return self.new_mean - self.old_mean
+        return difference(self.old_mean, self.new_mean)
 
 
 @dataclass(frozen=True)
