@@ -57,3 +57,39 @@ async def test_the_stage_is_idle_only_with_nothing_buffered_or_waiting() -> None
 
 def test_the_rekey_stage_has_no_timers() -> None:
     assert RekeyStage.wakeup_s(object.__new__(RekeyStage)) == 1.0  # type: ignore[arg-type]
+
+
+class _Consumer:
+    """The part of AIOKafkaConsumer lag reports use; counts OffsetFetch requests."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition("t", 0)}
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return 7
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        self.asked += 1
+        return None
+
+
+async def test_lag_of_a_partition_never_committed_asks_the_broker_once_per_ttl() -> None:
+    from nexagauge.online.delivery.offsets import OffsetTracker
+
+    lags: list[int] = []
+
+    class H:
+        tracker = OffsetTracker()
+
+        def report_lag(self, tp: TopicPartition, lag: int) -> None:
+            lags.append(lag)
+
+    loop = _loop(H())
+    c = _Consumer()
+    loop.consumer = c  # type: ignore[assignment]
+    for _ in range(5):  # five reports (one a second in the loop)
+        await loop._report_lag()
+    assert c.asked == 1 and lags == [7] * 5

@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 POLL_MS = 100
 #: the longest round of an idle loop (records end a round at once)
 IDLE_POLL_S = 0.5
+#: how long a committed position read from the broker serves lag reports (partitions this
+#: member has committed nothing for; an OffsetFetch per partition per second was a fifth of an
+#: idle serve's CPU)
+BROKER_POSITION_TTL_S = 10.0
 
 
 class Handler(Protocol):
@@ -166,6 +170,8 @@ class ConsumerLoop:
         self._restoring: set[TopicPartition] = set()
         self._last_commit = 0.0
         self._last_lag = 0.0
+        #: committed positions read from the broker for lag reports: partition -> (when, pos)
+        self._broker_positions: dict[TopicPartition, tuple[float, int | None]] = {}
         self.client_id = client_id
         self.commits = 0
         self.commit_timeout_s = commit_timeout_s
@@ -275,10 +281,17 @@ class ConsumerLoop:
                 continue
             pos = self.handler.tracker.committed_position((tp.topic, tp.partition))
             if pos is None:
-                try:  # bounded: aiokafka retries through a broker outage (the loop would stall)
-                    pos = await asyncio.wait_for(self.consumer.committed(tp), timeout=2.0)
-                except (IllegalStateError, KafkaError, TimeoutError):
-                    continue
+                # nothing committed by this member yet (a partition that had no records): ask
+                # the broker at most every BROKER_POSITION_TTL_S, not on every report
+                asked = self._broker_positions.get(tp)
+                if asked is not None and time.monotonic() - asked[0] < BROKER_POSITION_TTL_S:
+                    pos = asked[1]
+                else:
+                    try:  # bounded: aiokafka retries through a broker outage (the loop stalls)
+                        pos = await asyncio.wait_for(self.consumer.committed(tp), timeout=2.0)
+                    except (IllegalStateError, KafkaError, TimeoutError):
+                        continue
+                    self._broker_positions[tp] = (time.monotonic(), pos)
             self.handler.report_lag(tp, max(0, hw - (pos or 0)))
 
     async def commit(self, only: Sequence[TopicPartition] | None = None) -> None:
