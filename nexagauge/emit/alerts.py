@@ -89,6 +89,27 @@ def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _above(
+    what: tuple[str, str, str],
+    value: float | None,
+    threshold: float,
+    baseline: tuple[Sequence[float], int],
+    recent: tuple[Sequence[float], int],
+) -> AlertCheck:
+    """The check of a two-window alert that fires above ``threshold`` when both windows hold
+    their guard's number of samples; ``what`` is (alert, metric, what the value is)."""
+    (alert, metric, meaning), (base, min_base), (rec, min_rec) = what, baseline, recent
+    return AlertCheck(
+        alert,
+        metric,
+        value,
+        threshold,
+        value is not None and value > threshold,
+        len(rec) >= min_rec and len(base) >= min_base,
+        f"{meaning}; {len(base)} baseline / {len(rec)} recent (guards {min_base} / {min_rec})",
+    )
+
+
 def check_score_alerts(
     baseline: Mapping[str, Sequence[float]], recent: Mapping[str, Sequence[float]]
 ) -> list[AlertCheck]:
@@ -110,30 +131,24 @@ def check_score_alerts(
         )
         drop = (m_base - m_rec) if m_base is not None and m_rec is not None else None
         out.append(
-            AlertCheck(
-                "NexagaugeGroundingDropped",
-                GROUNDING,
+            _above(
+                ("NexagaugeGroundingDropped", GROUNDING, "baseline mean - recent mean"),
                 drop,
                 GROUNDING_DROP,
-                drop is not None and drop > GROUNDING_DROP,
-                len(g_rec) >= DROP_MIN_SAMPLES_1H and len(g_base) >= DROP_MIN_SAMPLES_7D,
-                f"baseline mean - recent mean; {len(g_base)} baseline / {len(g_rec)} recent "
-                f"(guards {DROP_MIN_SAMPLES_7D} / {DROP_MIN_SAMPLES_1H})",
+                (g_base, DROP_MIN_SAMPLES_7D),
+                (g_rec, DROP_MIN_SAMPLES_1H),
             )
         )
     r_base, r_rec = list(baseline.get(RELEVANCE, ())), list(recent.get(RELEVANCE, ()))
     if r_base or r_rec:
         value = psi(r_base, r_rec) if r_base and r_rec else None
         out.append(
-            AlertCheck(
-                "NexagaugeRelevanceDrift",
-                RELEVANCE,
+            _above(
+                ("NexagaugeRelevanceDrift", RELEVANCE, "PSI of the score histogram"),
                 value,
                 PSI_ALERT,
-                value is not None and value > PSI_ALERT,
-                len(r_rec) >= PSI_MIN_SAMPLES_1H and len(r_base) >= PSI_MIN_SAMPLES_7D,
-                f"PSI of the score histogram; {len(r_base)} baseline / {len(r_rec)} recent "
-                f"(guards {PSI_MIN_SAMPLES_7D} / {PSI_MIN_SAMPLES_1H})",
+                (r_base, PSI_MIN_SAMPLES_7D),
+                (r_rec, PSI_MIN_SAMPLES_1H),
             )
         )
     return out
