@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Literal
 
@@ -85,6 +86,14 @@ class Rubric(_Block):
     non_violations: list[StrictStr] = Field(default_factory=list)
 
 
+def _check_unique_names(block: str, metrics: Sequence[RedteamMetricDef | GevalMetricDef]) -> None:
+    """A block's custom metrics must have distinct names (a result is keyed by its name)."""
+    names = [m.name for m in metrics]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"duplicate {block} metric names: {sorted(dup)}")
+
+
 class RedteamMetricDef(_Block):
     name: StrictStr = Field(min_length=1)
     item_fields: list[ItemField] = Field(default_factory=_output_only, min_length=1)
@@ -100,10 +109,7 @@ class RedteamConfig(JudgeKnobs):
 
     @model_validator(mode="after")
     def _unique(self) -> RedteamConfig:
-        names = [m.name for m in self.metrics]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate redteam metric names: {sorted(dup)}")
+        _check_unique_names("redteam", self.metrics)
         return self
 
 
@@ -127,10 +133,7 @@ class GevalConfig(JudgeKnobs):
 
     @model_validator(mode="after")
     def _unique(self) -> GevalConfig:
-        names = [m.name for m in self.metrics]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate geval metric names: {sorted(dup)}")
+        _check_unique_names("geval", self.metrics)
         return self
 
 
