@@ -1,4 +1,8 @@
-"""``nexagauge cache [stats|clear]``: inspect or clear the on-disk caches.
+"""show cache statistics or clear cache entries
+
+Inspect (stats, the default) or clear the content-addressed caches.
+
+``nexagauge cache [stats|clear]``: inspect or clear the on-disk caches.
 
 Namespaces: ``nodes`` (node results, :class:`~nexagauge.graph.cache.NodeCache`) and ``judge``
 (raw judge responses). ``--dir`` defaults to ``cache.dir`` from the settings
@@ -17,17 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from nexagauge.cli._output import format_table, human_bytes, parse_duration
-from nexagauge.cli.main import EXIT_OK, CliError, load_cli_settings
+from nexagauge.cli.main import EXIT_OK, CliError, add_command, load_cli_settings
 
 NAMESPACES = ("nodes", "judge")
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "cache",
-        help="show cache statistics or clear cache entries",
-        description="Inspect (stats, the default) or clear the content-addressed caches.",
-    )
+    p = add_command(sub, "cache", __doc__)
     p.add_argument("action", nargs="?", choices=("stats", "clear"), default="stats")
     p.add_argument("--namespace", choices=NAMESPACES, help="only this cache (default: all)")
     p.add_argument(

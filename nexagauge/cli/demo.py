@@ -1,4 +1,11 @@
-"""``nexagauge demo``: the full online pipeline locally (see :mod:`nexagauge.demo.run`).
+"""run the whole online pipeline locally (broker, collector, evaluator, demo app)
+
+Starts an embedded Kafka-protocol broker and OTLP collector, the evaluator with the local judge
+(or NEXAGAUGE_JUDGE_BASE_URL's LLM judge), and a RAG app traced with @nexagauge.trace whose
+answers drift after a while; prints live progress and a summary, serves /metrics while running,
+and stops every process it started.
+
+``nexagauge demo``: the full online pipeline locally (see :mod:`nexagauge.demo.run`).
 
 Ctrl-C, SIGTERM and SIGHUP (``kill``, a service manager, a closed terminal) all run the same
 orderly shutdown: the demo's task is cancelled, so its cleanup stops the app, the evaluator, the
@@ -17,21 +24,14 @@ import signal
 from collections.abc import Coroutine
 from typing import Any
 
+from nexagauge.cli.main import add_command
+
 #: signals that stop the demo like Ctrl-C does (SIGINT is asyncio.run's own)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "demo",
-        help="run the whole online pipeline locally (broker, collector, evaluator, demo app)",
-        description=(
-            "Starts an embedded Kafka-protocol broker and OTLP collector, the evaluator with the "
-            "local judge (or NEXAGAUGE_JUDGE_BASE_URL's LLM judge), and a RAG app traced with "
-            "@nexagauge.trace whose answers drift after a while; prints live progress and a "
-            "summary, serves /metrics while running, and stops every process it started."
-        ),
-    )
+    p = add_command(subparsers, "demo", __doc__)
     p.add_argument(
         "--duration", type=float, default=90.0, help="seconds of app traffic (default 90)"
     )

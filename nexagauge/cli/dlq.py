@@ -1,4 +1,6 @@
-"""``nexagauge dlq replay``: evaluate dead-lettered evaluations again after a fix.
+"""work with the online evaluator's dead-letter topic
+
+``nexagauge dlq replay``: evaluate dead-lettered evaluations again after a fix.
 
 Reads ``kafka.dlq_topic`` (as consumer group ``<kafka.group_id>-dlq-replay``) from where the last
 replay stopped up to the topic's current end, re-evaluates every failed evaluation that carries
@@ -23,21 +25,18 @@ import asyncio
 import sys
 from typing import Any
 
+from nexagauge.cli.main import add_command
 from nexagauge.cli.serve import add_kafka_args
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``dlq`` (with its ``replay`` action) on the top-level subparsers."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "dlq",
-        help="work with the online evaluator's dead-letter topic",
-        description=(__doc__ or "").split("\n\n")[0],
-    )
+    p = add_command(subparsers, "dlq", __doc__)
     actions = p.add_subparsers(dest="dlq_action", metavar="ACTION")
     r = actions.add_parser(
         "replay",
         help="re-evaluate dead-lettered evaluations and emit them as serve would",
-        description=(__doc__ or "").split("\n\n")[1],
+        description=(__doc__ or "").split("\n\n")[2],
     )
     add_kafka_args(r, group_help="the evaluator's consumer group (replay uses <it>-dlq-replay)")
     r.add_argument("--dlq-topic", help="the dead-letter topic (kafka.dlq_topic)")

@@ -1,4 +1,9 @@
-"""``nexagauge estimate <node> --input PATH``: what a run would cost, without calling any judge.
+"""estimate judge calls, tokens and USD of a run (calls no judge)
+
+Estimate what `nexagauge run` would cost: judge calls and tokens per node, USD from the price
+table. No judge is called.
+
+``nexagauge estimate <node> --input PATH``: what a run would cost, without calling any judge.
 
 For every record, the planned nodes are walked in order: deterministic utility nodes (``scan``,
 ``chunk``, ``refiner``) really run (they are cheap and their output sizes the judge prompts);
@@ -26,17 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexagauge.cli._output import format_table
-from nexagauge.cli.main import EXIT_FAILURES, EXIT_OK, load_cli_settings
+from nexagauge.cli.main import EXIT_FAILURES, EXIT_OK, add_command, load_cli_settings
 from nexagauge.cli.run import add_common_input_args, make_plan, open_reader, parse_field_map
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "estimate",
-        help="estimate judge calls, tokens and USD of a run (calls no judge)",
-        description="Estimate what `nexagauge run` would cost: judge calls and tokens per node, "
-        "USD from the price table. No judge is called.",
-    )
+    p = add_command(sub, "estimate", __doc__)
     add_common_input_args(p)
     p.add_argument(
         "--no-cache", action="store_true", help="estimate as if nothing were in the node cache"

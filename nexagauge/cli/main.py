@@ -137,6 +137,20 @@ def parse_pairs(items: Sequence[str] | None, flag: str) -> dict[str, str]:
     return out
 
 
+def add_command(sub: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
+    r"""Register subcommand ``name`` with the texts of its module docstring ``doc``: the summary
+    line is its line in ``nexagauge --help``, the paragraph after it its ``--help`` description
+    (argparse re-wraps it, so it is written like any docstring paragraph).
+
+    Example:
+        >>> sub = argparse.ArgumentParser(prog="x").add_subparsers()
+        >>> add_command(sub, "hello", "say hello\n\nPrint a greeting,\nthen exit.").description
+        'Print a greeting,\nthen exit.'
+    """
+    summary, description = (doc or "").split("\n\n")[:2]
+    return sub.add_parser(name, help=summary, description=description)
+
+
 def load_cli_settings(args: argparse.Namespace, **run_overrides: Any) -> Any:
     """Settings with the documented precedence, ``--config`` and per-command ``run`` overrides."""
     from pydantic import ValidationError

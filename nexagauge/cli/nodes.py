@@ -1,4 +1,9 @@
-"""``nexagauge nodes``: print the node graph (node, kind, requires, eligible fields, description).
+"""list the metric nodes, their prerequisites and eligible record fields
+
+Print the node graph: requires = prerequisite nodes, fields = record fields that must be present
+for the node to run.
+
+``nexagauge nodes``: print the node graph (node, kind, requires, eligible fields, description).
 
 The graph is read from ``nexagauge/graph/topology.toml`` (validated on load); nothing is imported
 from the node modules, so this works even where optional node dependencies are missing.
@@ -15,16 +20,11 @@ import json
 from typing import Any
 
 from nexagauge.cli._output import format_table
-from nexagauge.cli.main import EXIT_OK
+from nexagauge.cli.main import EXIT_OK, add_command
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "nodes",
-        help="list the metric nodes, their prerequisites and eligible record fields",
-        description="Print the node graph: requires = prerequisite nodes, fields = record fields "
-        "that must be present for the node to run.",
-    )
+    p = add_command(sub, "nodes", __doc__)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 

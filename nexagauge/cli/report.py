@@ -1,4 +1,9 @@
-"""``nexagauge report RESULTS_DIR -o FILE``: the single-file HTML report of a results directory.
+"""render the HTML report of a results directory of `nexagauge run`
+
+Render one self-contained HTML file (summary, charts, cases with claims, bad records, and a
+comparison with --baseline) from a results directory.
+
+``nexagauge report RESULTS_DIR -o FILE``: the single-file HTML report of a results directory.
 
 Renders what ``nexagauge run`` wrote (``summary.json``, ``cases/``, ``errors.jsonl``) into one
 self-contained HTML file (no request of any kind when opened; see
@@ -20,16 +25,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from nexagauge.cli.main import EXIT_OK, CliError, load_cli_settings
+from nexagauge.cli.main import EXIT_OK, CliError, add_command, load_cli_settings
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "report",
-        help="render the HTML report of a results directory of `nexagauge run`",
-        description="Render one self-contained HTML file (summary, charts, cases with claims, "
-        "bad records, and a comparison with --baseline) from a results directory.",
-    )
+    p = add_command(sub, "report", __doc__)
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="output directory of `nexagauge run`")
     p.add_argument(
         "--output",

@@ -1,4 +1,6 @@
-"""``nexagauge serve``: the online evaluator (Kafka consumer group -> scores as spans + metrics).
+"""evaluate production traces continuously from Kafka
+
+``nexagauge serve``: the online evaluator (Kafka consumer group -> scores as spans + metrics).
 
 Runs until SIGTERM or SIGINT, then drains in-flight evaluations within
 ``online.drain_timeout_s``, commits finished offsets and leaves the consumer group (exit 0).
@@ -25,6 +27,8 @@ import signal
 import threading
 from typing import Any
 
+from nexagauge.cli.main import add_command
+
 log = logging.getLogger("nexagauge.serve")
 
 
@@ -40,11 +44,7 @@ def add_kafka_args(p: argparse.ArgumentParser, *, group_help: str) -> None:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``serve`` on the top-level subparsers."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "serve",
-        help="evaluate production traces continuously from Kafka",
-        description=(__doc__ or "").split("\n\n")[0],
-    )
+    p = add_command(subparsers, "serve", __doc__)
     add_kafka_args(p, group_help="consumer group of the evaluator")
     p.add_argument("--traces-topic", help="topic of OTLP trace export requests")
     p.add_argument("--logs-topic", help="topic of OTLP log export requests")
