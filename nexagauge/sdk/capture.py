@@ -163,8 +163,9 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
     first_doc = len(texts)
     if docs:
         short = document_texts(docs, texts, limit, scrubber.known_clean) and short
-    # documents found clean are remembered: a passage retrieved again is not scanned again
-    verdict = scrubber.gate(texts, texts[first_doc:]) if short else 0
+    # documents found clean are remembered with their JSON (documents_attribute): a passage
+    # retrieved again is neither scanned nor escaped again
+    verdict = scrubber.gate(texts) if short else 0
     # plain: no gated text needs JSON escaping but for newlines and quotes (see Scrubber.gate)
     plain = verdict == CLEAN | PLAIN
     if text_in is not None:
@@ -184,10 +185,8 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
         else:
             attrs[C.GEN_AI_OUTPUT_MESSAGES] = output_message(call, output, C.FINISH_REASON_STOP)
     if docs:
-        # every document gated (none skipped as known clean): the plain verdict covers them
-        docs_plain = plain and len(texts) - first_doc == len(docs)
         attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = documents_attribute(
-            call, docs, verdict != 0, docs_plain
+            call, docs, verdict != 0, plain, texts[first_doc:]
         )
 
 

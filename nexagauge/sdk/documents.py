@@ -188,36 +188,55 @@ def _cut(call: Call, value: Any) -> Any:
     return value
 
 
-def _contents_json(docs: list[dict[str, Any]], plain: bool = False) -> str | None:
+def _contents_json(
+    docs: list[dict[str, Any]],
+    plain: bool = False,
+    memo: CleanMemo | None = None,
+    gated: list[str] | None = None,
+) -> str | None:
     """The JSON of documents that are each only ``{"content": str}`` (documents passed as plain
     strings), written directly: what :func:`dumps` returns, without building an encoder per call.
-    ``plain``: no content needs JSON escaping but for newlines and quotes (the secret gate said so).
-    None when some document has more than a content."""
-    contents: list[str] = []
+    None when some document has more than a content.
+
+    ``memo``: the scrubber's memo of clean texts; a content it knows is written with the JSON body
+    kept there (a passage retrieved again is not escaped again), and the body of each content in
+    ``gated`` (gated clean in this call) is kept there. ``plain``: no content in ``gated`` needs
+    JSON escaping but for newlines and quotes (the secret gate said so)."""
+    bodies: list[str] = []
     for doc in docs:
         content = doc.get(C.DOC_CONTENT)
         if len(doc) != 1 or type(content) is not str:
             return None
-        contents.append(content)
-    if not contents:
+        body = memo.body(content) if memo is not None else None
+        if body is None:
+            fresh = gated is not None and content in gated
+            body = plain_json_body(content) if plain and fresh else _enc(content)[1:-1]
+            if memo is not None and fresh:
+                memo.add((content,), (body,))
+        bodies.append(body)
+    if not bodies:
         return None
-    if plain:
-        body = _PLAIN_SEP.join([plain_json_body(c) for c in contents])
-        return f'{_CONTENTS_HEAD}"{body}"{_CONTENTS_TAIL}'
-    return _CONTENTS_HEAD + _CONTENTS_SEP.join(map(_enc, contents)) + _CONTENTS_TAIL
+    return f'{_CONTENTS_HEAD}"{_PLAIN_SEP.join(bodies)}"{_CONTENTS_TAIL}'
 
 
 def documents_attribute(
-    call: Call, docs: list[dict[str, Any]], clean: bool, plain: bool = False
+    call: Call,
+    docs: list[dict[str, Any]],
+    clean: bool,
+    plain: bool = False,
+    gated: list[str] | None = None,
 ) -> str:
     """``gen_ai.retrieval.documents`` JSON of the documents of ``call``.
 
-    ``clean``: the caller gated every string of the documents (``document_texts``) and found
-    nothing to scrub, and none is longer than the limit; otherwise each string is cut and scrubbed.
-    ``plain``: the gate also found nothing JSON must escape in the documents but newlines and quotes.
+    ``clean``: the caller gated every string of the documents (``document_texts``; ``gated``:
+    those it gated now, the others were known clean) and found nothing to scrub, and none is
+    longer than the limit; otherwise each string is cut and scrubbed. ``plain``: the gate also
+    found nothing JSON must escape in ``gated`` but newlines and quotes.
     """
     if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
-        return _contents_json(docs, plain) or dumps(docs, utf8_checked=True)
+        scrubber = call.state.scrubber
+        memo = scrubber.known_clean if scrubber.active else None  # nothing scanned: no memo
+        return _contents_json(docs, plain, memo, gated) or dumps(docs, utf8_checked=True)
     attr = C.GEN_AI_RETRIEVAL_DOCUMENTS
     scrubber = call.state.scrubber
     out: list[dict[str, Any]] = []

@@ -18,13 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-# bytes.translate table of the gates: token characters -> b"a" (the long-token gate), the bytes
-# JSON escapes (quote, backslash, control characters, newline included) -> b'"' (a text without
-# them is its own JSON string body), the rest -> b" "
+# bytes.translate table of the gates: token characters -> b"a" (the long-token gate); the bytes
+# JSON escapes as two characters that plain_json_body writes (double quote, newline) -> b'"'; the
+# other bytes JSON escapes (backslash, other control characters) -> b"\\" (a text without them is
+# PLAIN: one memchr tells); the rest -> b" "
 TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 JSON_ESCAPED = frozenset(b'"\\') | frozenset(range(0x20))
+PLAIN_ESCAPED = frozenset(b'"\n')
 CLASS_TABLE = bytes(
-    0x61 if i in TOKEN_CHARS else 0x22 if i in JSON_ESCAPED else 0x20 for i in range(256)
+    0x61
+    if i in TOKEN_CHARS
+    else 0x22
+    if i in PLAIN_ESCAPED
+    else 0x5C
+    if i in JSON_ESCAPED
+    else 0x20
+    for i in range(256)
 )
 B64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 B64_TABLE = bytes(0x61 if i in B64_CHARS else 0x20 for i in range(256))
@@ -120,23 +129,27 @@ def long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
     runs: list[tuple[int, bytes]] = []
     i = classes.find(LONG_RUN)
     while i >= 0:  # i starts a run: the run before it, if any, ended at a non-token byte
-        end = classes.find(b" ", i)
-        escaped = classes.find(b'"', i)
-        if end < 0 or 0 <= escaped < end:
-            end = escaped if escaped >= 0 else len(classes)
+        # the run ends at the first byte of another class (blank, quote/newline, other escaped)
+        end = len(classes)
+        for other in (b" ", b'"', b"\\"):
+            j = classes.find(other, i, end)
+            if j >= 0:
+                end = j
         runs.append((i, raw[i:end]))
         i = classes.find(LONG_RUN, end)
     return runs
 
 
 class CleanMemo:
-    """Texts a scrubber found clean, so that a passage retrieved again is not scanned again.
+    """Texts a scrubber found clean, so that a passage retrieved again is not scanned again, each
+    with its JSON string body once a recorder has written it (:meth:`body`), so that it is not
+    escaped again either.
 
-    Two generations of plain sets: texts are added to the young one; when it holds half the
+    Two generations of plain dicts: texts are added to the young one; when it holds half the
     budget (:data:`MEMO_TEXTS` texts or :data:`MEMO_CHARS` characters) it becomes the old one and
     the previous old one is dropped whole. A text seen in either is known. Why not an LRU: when
     every call brings new passages (nothing to gain from the memo) an ordered dict's insert and
-    evict per text cost more than the scan the memo saves; a set add costs a hash the lookup
+    evict per text cost more than the scan the memo saves; a dict insert costs a hash the lookup
     already computed. A text stays known while at least half the budget of newer texts is
     added; a hit does not refresh it, so a passage retrieved on every call is scanned again once
     per two generations (then remembered again).
@@ -152,32 +165,42 @@ class CleanMemo:
     __slots__ = ("_chars", "old", "young")
 
     def __init__(self) -> None:
-        self.young: set[str] = set()
-        self.old: set[str] = set()
+        #: text -> its JSON string body without quotes (None until a recorder wrote it)
+        self.young: dict[str, str | None] = {}
+        self.old: dict[str, str | None] = {}
         self._chars = 0  # characters in ``young``
 
     def __contains__(self, text: object) -> bool:
         return text in self.young or text in self.old
 
     def __len__(self) -> int:
-        return len(self.young) + len(self.old - self.young)
+        return len(self.young.keys() | self.old.keys())
 
     def __iter__(self) -> Iterator[str]:
         yield from self.young
-        yield from self.old - self.young
+        yield from self.old.keys() - self.young.keys()
 
-    def add(self, texts: Iterable[str]) -> None:
-        """Remember ``texts`` (found clean); texts longer than :data:`MEMO_MAX_TEXT` are not kept."""
+    def body(self, text: str) -> str | None:
+        """The JSON string body (no quotes) kept with ``text``; None when not known or not kept."""
+        body = self.young.get(text)
+        return self.old.get(text) if body is None else body
+
+    def add(self, texts: Iterable[str], bodies: Iterable[str | None] | None = None) -> None:
+        """Remember ``texts`` (found clean), with their JSON string bodies when given; texts
+        longer than :data:`MEMO_MAX_TEXT` are not kept."""
         young = self.young
         chars = self._chars
-        for text in texts:
+        for text, body in (
+            zip(texts, bodies, strict=True) if bodies is not None else ((t, None) for t in texts)
+        ):
             size = len(text)
             if size > MEMO_MAX_TEXT:
                 continue
             if len(young) >= MEMO_TEXTS // 2 or chars + size > MEMO_CHARS // 2:
                 self.old = young  # the previous old generation is dropped whole
-                young = self.young = set()
+                young = self.young = {}
                 chars = 0
-            young.add(text)
+            if body is not None or text not in young:
+                young[text] = body
             chars += size
         self._chars = chars

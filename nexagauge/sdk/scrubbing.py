@@ -336,12 +336,9 @@ class Scrubber:
                 return 0
         if remember:
             self.known_clean.add(remember)
-        # the bytes JSON escapes (never part of a longer character in UTF-8) are the joins, or
-        # newlines only: no text needs more than its newlines escaped
-        escaped = classes.count(b'"')
-        if escaped == len(texts) - 1 or escaped == raw.count(b"\n") + raw.count(b'"'):
-            return CLEAN | PLAIN
-        return CLEAN
+        # no byte JSON escapes but newlines and double quotes (CLASS_TABLE: the others, never
+        # part of a longer character in UTF-8, are b"\\"): one memchr
+        return CLEAN if classes.find(b"\\") >= 0 else CLEAN | PLAIN
 
     def _candidates(self, raw: bytes, classes: bytes | None = None) -> list[_Compiled]:
         """The rules whose gates ``raw`` passes (usually none); ``classes``: ``raw`` translated

@@ -46,6 +46,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["tool", "tool_definitions"]
 
+#: plain JSON data -> text through the C encoder (one encoder, not one per call as json.dumps
+#: with options builds)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 #: parameters taken as the tool call id when ``call_id_arg`` is not given
 _CALL_ID_NAMES = ("tool_call_id", "call_id")
 
@@ -138,7 +141,7 @@ def _json(call: Call, value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return _ENCODE(value)
     except (TypeError, ValueError):
         return as_text(call, value)
 

@@ -50,7 +50,12 @@ def test_sdk_overhead_runs_and_reports_ratios():
     out = p.stdout
     # the realistic RAG function, sync and async side by side, every variant in the same run
     assert "answer(question, context): 77-char question, 3 passages" in out, out
-    variants = ("hand-written span", "@nexagauge.trace (defaults)", "@nexagauge.trace, scrub=False")
+    variants = (
+        "minimal hand-written span",
+        "hand-written span (semconv-shaped)",
+        "@nexagauge.trace (defaults)",
+        "@nexagauge.trace, scrub=False",
+    )
     rows = [(k, v) for k in ("sync", "async") for v in (*variants, "generic 20-line decorator")]
     # the worst case: new question, passages and answer on every call, sync and async
     rows += [(k, v) for k in ("sync-fresh", "async-fresh") for v in variants]
@@ -65,11 +70,14 @@ def test_sdk_overhead_runs_and_reports_ratios():
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
     figures = [row[1] for row in run_all.rows_sdk_overhead({}, out)]
-    assert "ratio @nexagauge.trace (defaults) / hand-written span, sync, async" in figures
+    assert "ratio @nexagauge.trace (defaults) / minimal hand-written span, sync, async" in figures
     assert (
-        "ratio @nexagauge.trace (defaults) / hand-written span, new texts on every call "
+        "ratio @nexagauge.trace (defaults) / minimal hand-written span, new texts on every call "
         "(worst case), sync, async" in figures
     )
+    # both baselines: the minimal span (the target's) and the semconv-shaped one, same rows
+    semconv = [x for x in out.splitlines() if x.startswith("sync @nexagauge.trace (defaults)")]
+    assert len(semconv) == 1 and len(semconv[0].split()) == 7, semconv  # 3 words, 4 figures
     # every way of being off is measured
     offs = [x for x in out.splitlines() if x.startswith("  off, ")]
     assert len(offs) == 4, out
