@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 from collections.abc import Coroutine
+from dataclasses import fields
 from typing import Any
 
 from nexagauge.cli.main import add_command
@@ -31,12 +32,24 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    # every flag's dest is the DemoOptions field it sets (run() passes them by name)
     p = add_command(subparsers, "demo", __doc__)
     p.add_argument(
-        "--duration", type=float, default=90.0, help="seconds of app traffic (default 90)"
+        "--duration",
+        dest="duration_s",
+        metavar="DURATION",
+        type=float,
+        default=90.0,
+        help="seconds of app traffic (default 90)",
     )
     p.add_argument("--rate", type=float, default=6.0, help="questions per second (default 6)")
-    p.add_argument("--drift-after", type=float, help="seconds before drift starts (default: half)")
+    p.add_argument(
+        "--drift-after",
+        dest="drift_after_s",
+        metavar="DRIFT_AFTER",
+        type=float,
+        help="seconds before drift starts (default: half)",
+    )
     p.add_argument("--drift-share", type=float, default=0.6, help="share of drifted answers (0.6)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--metrics-port", type=int, default=9464, help="port of /metrics (0: any free)")
@@ -47,7 +60,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from nexagauge.demo.run import DemoOptions, run_demo
 
-    if args.duration <= 0 or args.rate <= 0 or not 0 <= args.drift_share <= 1:
+    if args.duration_s <= 0 or args.rate <= 0 or not 0 <= args.drift_share <= 1:
         raise SystemExit(
             "nexagauge demo: --duration and --rate must be > 0, --drift-share in [0, 1]"
         )
@@ -55,15 +68,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    opts = DemoOptions(
-        duration_s=args.duration,
-        rate=args.rate,
-        drift_after_s=args.drift_after,
-        drift_share=args.drift_share,
-        seed=args.seed,
-        metrics_port=args.metrics_port,
-        config=args.config,
-    )
+    given = vars(args)
+    opts = DemoOptions(**{f.name: given[f.name] for f in fields(DemoOptions) if f.name in given})
     try:
         return asyncio.run(until_stop_signal(run_demo(opts)))
     except KeyboardInterrupt:
