@@ -48,7 +48,7 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import ConsumerRecord, TopicPartition
@@ -145,8 +145,9 @@ class ConversationStats:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
+@dataclass(eq=False, repr=False)
 class ConversationStage(LagHooks):
-    """Consumer-loop handler of ``kafka.turns_topic`` (see module docstring).
+    """Consumer-loop handler of ``kafka.turns_topic`` (see module docstring); identity equality.
 
     Example (not run: needs a broker)::
 
@@ -155,36 +156,29 @@ class ConversationStage(LagHooks):
                             f"{settings.kafka.group_id}-conversations", stage)
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        runtime: Any,
-        emitter: Any,
-        *,
-        metrics: Any = None,
-        dlq: Any = None,
-        clock: Callable[[], float] = time.monotonic,
-        limiter: Any = None,
-        changelog: Changelog | None = None,
-    ) -> None:
-        self.settings = settings
-        self.o = settings.online
-        self.runtime = runtime
-        self.emitter = emitter
-        self.metrics = metrics
-        self.dlq = dlq
-        self.clock = clock
-        #: the evaluator's :class:`~nexagauge.online.ingest.sampling.Limiter` (budgets, evaluations/s)
-        self.limiter = limiter
-        self.changelog = changelog
-        self.tracker = OffsetTracker()
-        self.stats = ConversationStats()
-        self.states: OrderedDict[tuple[str, str], _Conversation] = OrderedDict()
-        self._waiting: set[tuple[str, str]] = set()
-        self._queued = 0
-        self._flush = False
+    settings: Settings
+    runtime: Any
+    emitter: Any
+    _: KW_ONLY
+    metrics: Any = None
+    dlq: Any = None
+    clock: Callable[[], float] = time.monotonic
+    #: the evaluator's :class:`~nexagauge.online.ingest.sampling.Limiter` (budgets, evaluations/s)
+    limiter: Any = None
+    changelog: Changelog | None = None
+    tracker: OffsetTracker = field(init=False, default_factory=OffsetTracker)
+    stats: ConversationStats = field(init=False, default_factory=ConversationStats)
+    states: OrderedDict[tuple[str, str], _Conversation] = field(
+        init=False, default_factory=OrderedDict
+    )
+    _waiting: set[tuple[str, str]] = field(init=False, default_factory=set)
+    _queued: int = field(init=False, default=0)
+    _flush: bool = field(init=False, default=False)
+    _cfgs: dict[str, ConversationRelevanceConfig] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.o = self.settings.online
         self._sem = asyncio.Semaphore(self.o.max_in_flight)
-        self._cfgs: dict[str, ConversationRelevanceConfig] = {}
 
     # -- consumer-loop hooks ----------------------------------------------------------------
     async def handle(self, tp: TopicPartition, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
