@@ -124,6 +124,7 @@ class Call:
         "recording",
         "span",
         "state",
+        "strs",
         "turn_end",
     )
 
@@ -133,6 +134,9 @@ class Call:
         self.span: Any = None
         self.ctx: Any = None
         self.docs: list[dict[str, Any]] | None = None  # recorded (scrubbed) when the call ends
+        #: documents passed as a list of plain strings (the common case), kept as they are until
+        #: recorded: normalized only when other documents join them (:meth:`add_docs`)
+        self.strs: tuple[str, ...] | None = None
         self.input_text: str | None = None  # str input, recorded when the call ends
         self.knobs: dict[str, str] | None = None
         self.marks: list[str] | None = None
@@ -178,6 +182,9 @@ class Call:
 
     def add_docs(self, docs: list[dict[str, Any]]) -> None:
         """Keep normalized documents (at most :data:`MAX_DOCUMENTS`); recorded at the end."""
+        if self.strs is not None:
+            self.docs = [{C.DOC_CONTENT: s} for s in self.strs]
+            self.strs = None
         if self.docs is None:
             self.docs = []
         room = MAX_DOCUMENTS - len(self.docs)

@@ -15,7 +15,12 @@ from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._call import MISSING, Call, Meta
-from nexagauge.sdk.documents import document_texts, documents_attribute, get_field
+from nexagauge.sdk.documents import (
+    contents_json,
+    document_texts,
+    documents_attribute,
+    get_field,
+)
 from nexagauge.sdk.scrubbing import CLEAN, PLAIN, plain_json_body
 from nexagauge.sdk.serialize import dumps, to_text
 
@@ -149,7 +154,8 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
     """
     text_in = call.input_text
     docs = call.docs
-    call.input_text = call.docs = None  # recorded once
+    strs = call.strs
+    call.input_text = call.docs = call.strs = None  # recorded once
     limit = call.state.max_value_length
     texts: list[str] = []
     short = True
@@ -161,8 +167,15 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
         short = short and len(output) <= limit
     scrubber = call.state.scrubber
     first_doc = len(texts)
-    if docs:
-        short = document_texts(docs, texts, limit, scrubber.known_clean) and short
+    known = scrubber.known_clean
+    if strs:  # documents passed as plain strings: those not known clean are gated
+        young, old = known.young, known.old
+        for s in strs:
+            if s not in young and s not in old:
+                texts.append(s)
+                short = short and len(s) <= limit
+    elif docs:
+        short = document_texts(docs, texts, limit, known) and short
     # documents found clean are remembered with their JSON (documents_attribute): a passage
     # retrieved again is neither scanned nor escaped again
     verdict = scrubber.gate(texts) if short else 0
@@ -184,6 +197,14 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
             attrs[C.GEN_AI_OUTPUT_MESSAGES] = _OUT_HEAD + _enc(output) + _OUT_STOP
         else:
             attrs[C.GEN_AI_OUTPUT_MESSAGES] = output_message(call, output, C.FINISH_REASON_STOP)
+    if strs:
+        if verdict:  # a scrubber without rules or hook scans nothing: nothing to remember
+            memo = known if scrubber.active else None
+            attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = contents_json(
+                strs, plain, memo, texts[first_doc:]
+            )
+            return
+        docs = [{C.DOC_CONTENT: s} for s in strs]  # each cut and scrubbed on its own
     if docs:
         attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = documents_attribute(
             call, docs, verdict != 0, plain, texts[first_doc:]

@@ -28,6 +28,7 @@ _DOC_CONTENT_KEYS = ("content", "text", "page_content", "document", "chunk", "bo
 _DOC_ID_KEYS = ("id", "doc_id", "document_id", "node_id", "id_", "_id")
 _DOC_SCORE_KEYS = ("score", "relevance_score", "similarity", "distance")
 _EMPTY: frozenset[str] = frozenset()
+_NO_BODIES: dict[str, str | None] = {}
 _CONTENTS_HEAD = '[{"' + C.DOC_CONTENT + '":'
 _CONTENTS_SEP = '},{"' + C.DOC_CONTENT + '":'
 _CONTENTS_TAIL = "}]"
@@ -188,34 +189,54 @@ def _cut(call: Call, value: Any) -> Any:
     return value
 
 
-def _contents_json(
-    docs: list[dict[str, Any]],
+def all_str(items: list[Any] | tuple[Any, ...]) -> bool:
+    """True when every item is a ``str`` (documents passed as plain strings)."""
+    for item in items:  # noqa: SIM110 - a loop, not all(<generator>): no frame per call
+        if type(item) is not str:
+            return False
+    return True
+
+
+def _contents(docs: list[dict[str, Any]]) -> list[str] | None:
+    """The contents of documents that are each only ``{"content": str}``, else None."""
+    contents: list[str] = []
+    for doc in docs:
+        content = doc.get(C.DOC_CONTENT)
+        if len(doc) != 1 or type(content) is not str:
+            return None
+        contents.append(content)
+    return contents
+
+
+def contents_json(
+    contents: list[str] | tuple[str, ...],
     plain: bool = False,
     memo: CleanMemo | None = None,
     gated: list[str] | None = None,
-) -> str | None:
-    """The JSON of documents that are each only ``{"content": str}`` (documents passed as plain
-    strings), written directly: what :func:`dumps` returns, without building an encoder per call.
-    None when some document has more than a content.
+) -> str:
+    """The JSON of documents that are only contents (documents passed as plain strings),
+    ``[{"content": ...}, ...]``, written directly: what :func:`dumps` returns, without building an
+    encoder per call.
 
     ``memo``: the scrubber's memo of clean texts; a content it knows is written with the JSON body
     kept there (a passage retrieved again is not escaped again), and the body of each content in
     ``gated`` (gated clean in this call) is kept there. ``plain``: no content in ``gated`` needs
     JSON escaping but for newlines and quotes (the secret gate said so)."""
     bodies: list[str] = []
-    for doc in docs:
-        content = doc.get(C.DOC_CONTENT)
-        if len(doc) != 1 or type(content) is not str:
-            return None
-        body = memo.body(content) if memo is not None else None
+    young, old = (memo.young, memo.old) if memo is not None else (_NO_BODIES, _NO_BODIES)
+    kept: list[str] = []  # gated now: remembered with their bodies, in one add
+    kept_bodies: list[str | None] = []
+    for content in contents:
+        body = young.get(content) or old.get(content)
         if body is None:
             fresh = gated is not None and content in gated
             body = plain_json_body(content) if plain and fresh else _enc(content)[1:-1]
-            if memo is not None and fresh:
-                memo.add((content,), (body,))
+            if fresh:
+                kept.append(content)
+                kept_bodies.append(body)
         bodies.append(body)
-    if not bodies:
-        return None
+    if kept and memo is not None:
+        memo.add(kept, kept_bodies)
     return f'{_CONTENTS_HEAD}"{_PLAIN_SEP.join(bodies)}"{_CONTENTS_TAIL}'
 
 
@@ -234,9 +255,12 @@ def documents_attribute(
     found nothing JSON must escape in ``gated`` but newlines and quotes.
     """
     if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
+        contents = _contents(docs)
+        if not contents:
+            return dumps(docs, utf8_checked=True)
         scrubber = call.state.scrubber
         memo = scrubber.known_clean if scrubber.active else None  # nothing scanned: no memo
-        return _contents_json(docs, plain, memo, gated) or dumps(docs, utf8_checked=True)
+        return contents_json(contents, plain, memo, gated)
     attr = C.GEN_AI_RETRIEVAL_DOCUMENTS
     scrubber = call.state.scrubber
     out: list[dict[str, Any]] = []

@@ -21,10 +21,10 @@ from opentelemetry.trace import Status, StatusCode
 
 from nexagauge.sdk import config as _config
 from nexagauge.sdk import conventions as C
-from nexagauge.sdk._call import CALL_KEY, MISSING, Call, Meta
+from nexagauge.sdk._call import CALL_KEY, MAX_DOCUMENTS, MISSING, Call, Meta
 from nexagauge.sdk._errors import internal_error
 from nexagauge.sdk.capture import input_attrs, output_attrs, pick, pick_input, record_texts
-from nexagauge.sdk.documents import normalize_documents
+from nexagauge.sdk.documents import all_str, normalize_documents
 from nexagauge.sdk.serialize import safe_repr
 from nexagauge.sdk.session import SESSION
 
@@ -90,7 +90,9 @@ def start(meta: Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | N
                 if not kwargs and pos is not None and pos < len(args)
                 else pick(args, kwargs, meta.context_name, pos, meta.context_default)
             )
-            if docs is not MISSING and docs is not None:
+            if type(docs) is list and len(docs) <= MAX_DOCUMENTS and all_str(docs):
+                call.strs = tuple(docs)  # the common case: recorded as they are, no dict each
+            elif docs is not MISSING and docs is not None:
                 call.add_docs(normalize_documents(docs))
     return call
 
@@ -130,7 +132,7 @@ def end_ok(call: Call, result: Any, capture: bool) -> None:
                 output = result
             else:
                 output_attrs(call, attrs, result)
-        if call.input_text is not None or output is not None or call.docs:
+        if call.input_text is not None or output is not None or call.docs or call.strs:
             record_texts(call, attrs, output)
         if call.knobs or call.marks or call.original or call.turn_end:
             _common_end_attrs(call, attrs)
@@ -180,7 +182,7 @@ def end_error(call: Call, exc: BaseException) -> None:
         )
         span.set_status(Status(StatusCode.ERROR, f"{etype}: {message}"))
         attrs: dict[str, Any] = {C.ERROR_TYPE: etype}
-        if call.input_text is not None or call.docs:
+        if call.input_text is not None or call.docs or call.strs:
             record_texts(call, attrs, None)
         _common_end_attrs(call, attrs)
         span.set_attributes(attrs)

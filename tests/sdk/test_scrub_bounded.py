@@ -187,3 +187,44 @@ def test_recorded_json_is_the_same_whether_or_not_escaping_was_needed(
         )
     finally:
         nexagauge.shutdown()
+
+
+# Passages passed as a list of plain strings are kept as they are until recorded (no dict per
+# passage) and written with the JSON body the memo keeps (issue 33): the recorded documents must
+# be what the normalized path records, in the same order, scrubbed, and valid JSON.
+
+
+def test_plain_string_passages_merge_with_added_documents_in_order(rec: Recorder) -> None:
+    import json
+
+    secret = "deploy notes: OPENAI_API_KEY=q8Vn2Lx7Rt4Kp9Wm3Zs6 then restart"
+
+    @nexagauge.trace(name="rag")
+    def answer(question: str, context: list[str]) -> str:
+        nexagauge.add_context({"id": "kb-7", "text": "Opening hours: 9 to 5."})
+        return "ok"
+
+    answer("q", ["Paris is in France.", secret])
+    docs = json.loads(rec.spans[-1].attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS])
+    assert [d.get("id") for d in docs] == [None, None, "kb-7"]
+    assert docs[0]["content"] == "Paris is in France."
+    assert "q8Vn2Lx7Rt4Kp9Wm3Zs6" not in json.dumps(docs) and "[scrubbed:" in docs[1]["content"]
+
+
+def test_a_remembered_passage_is_recorded_as_the_first_time(rec: Recorder) -> None:
+    import json
+
+    # a tab and a backslash (escaped by JSON beyond newlines and quotes), quotes and a newline
+    odd = 'Height:\t330 m; path C:\\tower; "iron"\nlattice'
+    plain = 'He said "hi" twice.\nThen left.'
+
+    @nexagauge.trace(name="rag")
+    def answer(question: str, context: list[str]) -> str:
+        return "ok"
+
+    for context in ([odd, plain], [plain, odd], [odd], [plain]):
+        for _ in range(2):  # the second call finds the passages in the memo
+            answer("What is it?", list(context))
+            recorded = json.loads(rec.spans[-1].attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS])
+            assert recorded == [{"content": c} for c in context]
+    assert odd in sdk_config.STATE.scrubber.known_clean
