@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from nexagauge.graph.runtime import Runtime
@@ -39,6 +40,7 @@ __all__ = ["EvaluatorStage", "OnlineService"]
 # --------------------------------------------------------------------------------------------
 # the service
 # --------------------------------------------------------------------------------------------
+@dataclass(eq=False, repr=False)
 class OnlineService:
     """Both stages, the Kafka clients, the emitter and the HTTP endpoints of one process.
 
@@ -49,30 +51,25 @@ class OnlineService:
         healthy = await service.run_until(stop_event)   # then drains, commits, closes
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        runtime: Runtime | None = None,
-        emitter: EmitterLike | None = None,
-        metrics: Any = None,
-        serve_http: bool = True,
-    ) -> None:
-        self.settings = settings
-        self.runtime = runtime
-        self.emitter = emitter
-        self.metrics = metrics
-        self.serve_http = serve_http
-        self.loops: list[Any] = []
-        self.stage: EvaluatorStage | None = None
-        self.rekey_stage: Any = None
-        self._producer: Any = None
-        self._tasks: list[asyncio.Task[None]] = []
-        self._http: Any = None
-        self.ready = False
-        self.health: Any = None  # nexagauge.emit.health.HealthMetrics (of EvaluatorMetrics)
-        self.monitor: Any = None  # nexagauge.online.delivery.broker.BrokerMonitor
-        self.breaker: Any = None  # the judge's circuit breaker (nexagauge.judge.llm.breaker)
+    settings: Settings
+    _: KW_ONLY
+    runtime: Runtime | None = None
+    emitter: EmitterLike | None = None
+    metrics: Any = None
+    serve_http: bool = True
+    loops: list[Any] = field(init=False, default_factory=list)
+    stage: EvaluatorStage | None = field(init=False, default=None)
+    rekey_stage: Any = field(init=False, default=None)
+    _producer: Any = field(init=False, default=None)
+    _tasks: list[asyncio.Task[None]] = field(init=False, default_factory=list)
+    _http: Any = field(init=False, default=None)
+    ready: bool = field(init=False, default=False)
+    #: nexagauge.emit.health.HealthMetrics (of EvaluatorMetrics)
+    health: Any = field(init=False, default=None)
+    #: nexagauge.online.delivery.broker.BrokerMonitor
+    monitor: Any = field(init=False, default=None)
+    #: the judge's circuit breaker (nexagauge.judge.llm.breaker)
+    breaker: Any = field(init=False, default=None)
 
     def _own_topics(self) -> list[Any]:
         """The topics this service owns (created at start, re-created when they vanish)."""
