@@ -22,7 +22,6 @@ import logging
 import os
 import signal
 from collections.abc import Coroutine
-from dataclasses import fields
 from typing import Any
 
 from nexagauge.cli.main import add_command
@@ -58,6 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nexagauge.demo import from_flags
     from nexagauge.demo.run import DemoOptions, run_demo
 
     if args.duration_s <= 0 or args.rate <= 0 or not 0 <= args.drift_share <= 1:
@@ -68,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    given = vars(args)
-    opts = DemoOptions(**{f.name: given[f.name] for f in fields(DemoOptions) if f.name in given})
+    opts: DemoOptions = from_flags(DemoOptions, args)
     try:
         return asyncio.run(until_stop_signal(run_demo(opts)))
     except KeyboardInterrupt:

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import nexagauge
+from nexagauge.demo import from_flags
 from nexagauge.demo.agent import DemoAgent
 from nexagauge.sdk import conventions as C
 
@@ -305,7 +306,14 @@ def main(argv: list[str] | None = None) -> int:
         default=_env_float("DEMO_DURATION_S", 0.0),
         help="seconds to run; 0 = until stopped",
     )
-    ap.add_argument("--drift-after", type=float, default=_env_float("DEMO_DRIFT_AFTER_S", 600.0))
+    # every DemoApp option's flag has the field as its dest (from_flags reads them by name)
+    ap.add_argument(
+        "--drift-after",
+        dest="drift_after_s",
+        metavar="DRIFT_AFTER",
+        type=float,
+        default=_env_float("DEMO_DRIFT_AFTER_S", 600.0),
+    )
     ap.add_argument("--drift-share", type=float, default=_env_float("DEMO_DRIFT_SHARE", 0.4))
     ap.add_argument("--seed", type=int, default=int(_env_float("DEMO_SEED", 7)))
     ap.add_argument("--model", default=os.environ.get("DEMO_MODEL", "demo-llm-1"))
@@ -322,13 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     nexagauge.configure(
         service_name=args.service_name, endpoint=args.endpoint, protocol=args.protocol
     )
-    app = DemoApp(
-        drift_after_s=args.drift_after,
-        drift_share=args.drift_share,
-        model=args.model,
-        seed=args.seed,
-        agent_share=args.agent_share,
-    )
+    app: DemoApp = from_flags(DemoApp, args)
     stop = False
 
     def _stop(*_: object) -> None:
