@@ -181,8 +181,8 @@ def rows_online(js: dict[str, Any], out: str) -> list[Row]:
     return [
         [
             "online_latency",
-            f"evaluations/s at saturation (max_in_flight {c['max_in_flight']}, "
-            f"judge concurrency {c['judge_max_concurrency']})",
+            f"evaluations/s at saturation ({'adaptive, ' if c.get('adaptive_concurrency') else ''}"
+            f"max_in_flight {c['max_in_flight']}, judge concurrency {c['judge_max_concurrency']})",
             f"{t['evals_per_s']:.1f}",
             "",
             "",
