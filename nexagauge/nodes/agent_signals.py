@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from nexagauge.graph.node import NodeContext
 from nexagauge.nodes._kinds import UncachedNode
 from nexagauge.schema.results import NodeMetrics
-from nexagauge.schema.tools import AgentRun
+from nexagauge.schema.tools import AgentRun, tool_label
 
 __all__ = [
     "AgentSignals",
@@ -70,7 +70,7 @@ class CallSignal(BaseModel):
     @property
     def source_label(self) -> str:
         """``tool:<name>#<call id>``, the label grounding uses for the same call."""
-        return f"tool:{self.name}#{self.call_id}"
+        return tool_label(self.name, self.call_id)
 
 
 class ToolLoop(BaseModel):

