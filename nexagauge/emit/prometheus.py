@@ -34,7 +34,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from nexagauge.emit import metric_names as N
@@ -58,6 +58,7 @@ from nexagauge.emit.labels import (
     WINDOWS,
     LabelLimiter,
 )
+from nexagauge.emit.series import Series
 from nexagauge.graph.skips import EVALUATION_SKIPS, skip_code
 
 log = logging.getLogger(__name__)
@@ -126,115 +127,86 @@ class EvaluatorMetrics:
         self.health = HealthMetrics(r)
         #: agent signals (nexagauge.emit.agent_metrics), counted by Emitter.emit_signals
         self.agents = AgentMetrics(r)
-        dims = list(DIMENSIONS)
 
+        s = Series(r)
+        dm = tuple(DIMENSIONS)
         # scores
-        self.score = Histogram(
+        self.score = s.histogram(
             N.SCORE,
             "Metric score in [0, 1] of evaluated spans.",
-            ["metric", *dims],
+            ("metric", *dm),
             buckets=N.SCORE_BUCKETS,
-            registry=r,
         )
-        self.claims = Counter(
-            N.CLAIMS, "Judged claims by verdict.", ["metric", "verdict", *dims], registry=r
-        )
+        self.claims = s.counter(N.CLAIMS, "Judged claims by verdict.", ("metric", "verdict", *dm))
         # pipeline
-        self.spans = Counter(N.SPANS_CONSUMED, "Spans decoded from Kafka.", ["topic"], registry=r)
-        self.messages = Counter(
-            N.MESSAGES_CONSUMED, "Kafka messages consumed.", ["topic"], registry=r
+        self.spans = s.counter(N.SPANS_CONSUMED, "Spans decoded from Kafka.", ("topic",))
+        self.messages = s.counter(N.MESSAGES_CONSUMED, "Kafka messages consumed.", ("topic",))
+        self.assembled = s.counter(
+            N.TRACES_ASSEMBLED, "Traces completed in the buffer, by trigger.", ("trigger",)
         )
-        self.assembled = Counter(
-            N.TRACES_ASSEMBLED,
-            "Traces completed in the buffer, by trigger.",
-            ["trigger"],
-            registry=r,
+        self.sampled = s.counter(
+            N.TRACES_SAMPLED, "Traces selected for evaluation, by rule.", ("rule",)
         )
-        self.sampled = Counter(
-            N.TRACES_SAMPLED, "Traces selected for evaluation, by rule.", ["rule"], registry=r
-        )
-        self.not_sampled = Counter(N.TRACES_NOT_SAMPLED, "Traces not sampled.", registry=r)
-        self.evaluations = Counter(
-            N.EVALUATIONS, "Evaluated spans by status.", ["status", *dims], registry=r
-        )
-        self.skipped = Counter(
+        self.not_sampled = s.counter(N.TRACES_NOT_SAMPLED, "Traces not sampled.")
+        self.evaluations = s.counter(N.EVALUATIONS, "Evaluated spans by status.", ("status", *dm))
+        self.skipped = s.counter(
             N.SKIPPED,
             "Evaluations (node empty) or metric nodes skipped, by reason code.",
-            ["reason", "node"],
-            registry=r,
+            ("reason", "node"),
         )
-        self.latency = Histogram(
+        self.latency = s.histogram(
             N.EVALUATION_LATENCY,
             "Seconds from the evaluated span's end to its scores being emitted.",
+            (),
             buckets=LATENCY_BUCKETS,
-            registry=r,
         )
-        self.late = Counter(N.LATE_SPANS, "Spans of already evaluated traces.", registry=r)
-        self.evicted = Counter(
-            N.EVICTED, "Traces evicted from the buffer before completion.", ["reason"], registry=r
+        self.late = s.counter(N.LATE_SPANS, "Spans of already evaluated traces.")
+        self.evicted = s.counter(
+            N.EVICTED, "Traces evicted from the buffer before completion.", ("reason",)
         )
-        self.buffer_traces = Gauge(N.BUFFER_TRACES, "Traces in the assembly buffer.", registry=r)
-        self.buffer_spans = Gauge(N.BUFFER_SPANS, "Spans in the assembly buffer.", registry=r)
-        self.lag = Gauge(
-            N.CONSUMER_LAG,
-            "Consumer lag (messages) per partition.",
-            ["topic", "partition"],
-            registry=r,
+        self.buffer_traces = s.gauge(N.BUFFER_TRACES, "Traces in the assembly buffer.")
+        self.buffer_spans = s.gauge(N.BUFFER_SPANS, "Spans in the assembly buffer.")
+        self.lag = s.gauge(
+            N.CONSUMER_LAG, "Consumer lag (messages) per partition.", ("topic", "partition")
         )
-        self.dlq = Counter(N.DLQ, "Messages sent to the dead-letter topic.", ["reason"], registry=r)
-        self.in_flight = Gauge(N.IN_FLIGHT, "Evaluations running now.", registry=r)
-        self.concurrency_limit = Gauge(
+        self.dlq = s.counter(N.DLQ, "Messages sent to the dead-letter topic.", ("reason",))
+        self.in_flight = s.gauge(N.IN_FLIGHT, "Evaluations running now.")
+        self.concurrency_limit = s.gauge(
             N.CONCURRENCY_LIMIT,
             "Evaluations allowed to run at once now (adaptive between online.min_in_flight and "
             "online.max_in_flight).",
-            registry=r,
         )
-        self.paused = Gauge(N.PAUSED_PARTITIONS, "Partitions paused for backpressure.", registry=r)
-        self.last_evaluation = Gauge(
-            N.LAST_EVALUATION, "Unix time of the last emitted evaluation.", registry=r
+        self.paused = s.gauge(N.PAUSED_PARTITIONS, "Partitions paused for backpressure.")
+        self.last_evaluation = s.gauge(
+            N.LAST_EVALUATION, "Unix time of the last emitted evaluation."
         )
-        self.duplicates = Counter(
-            N.DUPLICATE_EVALUATIONS,
-            "Redelivered evaluations whose scores were not counted again.",
-            registry=r,
+        self.duplicates = s.counter(
+            N.DUPLICATE_EVALUATIONS, "Redelivered evaluations whose scores were not counted again."
         )
-        self.span_exports = Counter(
+        self.span_exports = s.counter(
             N.EVALUATION_SPANS,
             "Evaluation spans handed to the OTLP exporter, by export outcome.",
-            ["outcome"],
-            registry=r,
+            ("outcome",),
         )
-        self.event_exports = Counter(
+        self.event_exports = s.counter(
             N.EVALUATION_EVENTS,
             "gen_ai.evaluation.result log records handed to the OTLP exporter, by outcome.",
-            ["outcome"],
-            registry=r,
+            ("outcome",),
         )
         # judge
-        self.judge_calls = Counter(
-            N.JUDGE_CALLS, "Judge calls by outcome.", ["node", "model", "outcome"], registry=r
+        judge = ("node", "model")
+        self.judge_calls = s.counter(N.JUDGE_CALLS, "Judge calls by outcome.", (*judge, "outcome"))
+        self.judge_tokens = s.counter(N.JUDGE_TOKENS, "Judge tokens.", (*judge, "direction"))
+        self.judge_cost = s.counter(N.JUDGE_COST, "Judge spend in USD.", judge)
+        self.judge_latency = s.histogram(
+            N.JUDGE_LATENCY, "Seconds per judge call.", judge, buckets=JUDGE_LATENCY_BUCKETS
         )
-        self.judge_tokens = Counter(
-            N.JUDGE_TOKENS, "Judge tokens.", ["node", "model", "direction"], registry=r
+        window = ("window",)
+        self.budget_remaining = s.gauge(
+            N.BUDGET_REMAINING, "Judge budget left in the window (USD).", window
         )
-        self.judge_cost = Counter(
-            N.JUDGE_COST, "Judge spend in USD.", ["node", "model"], registry=r
-        )
-        self.judge_latency = Histogram(
-            N.JUDGE_LATENCY,
-            "Seconds per judge call.",
-            ["node", "model"],
-            buckets=JUDGE_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.budget_remaining = Gauge(
-            N.BUDGET_REMAINING, "Judge budget left in the window (USD).", ["window"], registry=r
-        )
-        self.budget_exhausted = Gauge(
-            N.BUDGET_EXHAUSTED,
-            "1 while the judge budget of the window is spent.",
-            ["window"],
-            registry=r,
+        self.budget_exhausted = s.gauge(
+            N.BUDGET_EXHAUSTED, "1 while the judge budget of the window is spent.", window
         )
         self._judge_seen: set[tuple[str, str]] = set()
         self._judge_lock = threading.Lock()
