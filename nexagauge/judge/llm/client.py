@@ -96,6 +96,19 @@ T = TypeVar("T", bound=BaseModel)
 __all__ = ["CACHE_NAMESPACE", "JudgeStats", "LLMJudge"]
 
 
+def _count_check(key: str, n: int, message: str) -> Callable[[Any], str | None]:
+    """A check of a structured answer: its list ``key`` must hold ``n`` items (one per chunk or
+    claim); ``message`` (with ``{got}`` and ``{n}``) names the mismatch for the one re-ask."""
+
+    def check(data: Any) -> str | None:
+        got = data.get(key) if isinstance(data, dict) else None
+        if isinstance(got, list) and len(got) != n:
+            return message.format(got=len(got), n=n)
+        return None
+
+    return check
+
+
 @dataclass
 class _Outcome:
     value: BaseModel | None
@@ -170,14 +183,9 @@ class LLMJudge:
             return ClaimExtraction(info=CallInfo(model=self.model_for(node)))
         texts = [c.item.text for c in chunks]
         call = claims_call(texts)
-        n = len(texts)
-
-        def check(data: Any) -> str | None:
-            got = data.get("chunks") if isinstance(data, dict) else None
-            if isinstance(got, list) and len(got) != n:
-                return f"expected {n} claim lists (one per chunk), got {len(got)}"
-            return None
-
+        check = _count_check(
+            "chunks", len(texts), "expected {n} claim lists (one per chunk), got {got}"
+        )
         out = await self._call(node, call.prompt, call.messages, call.model, call.schema, check)
         if out.value is None:
             return ClaimExtraction(cost=out.cost, error=out.error, info=out.info)
@@ -204,14 +212,9 @@ class LLMJudge:
         if not claims:
             return ClaimJudgement(info=CallInfo(model=self.model_for(node)))
         call: TaskCall = judge_call(task, [c.item.text for c in claims], target, knobs)
-        n = len(claims)
-
-        def check(data: Any) -> str | None:
-            got = data.get("verdicts") if isinstance(data, dict) else None
-            if isinstance(got, list) and len(got) != n:
-                return f"judge returned {len(got)} verdicts for {n} claims"
-            return None
-
+        check = _count_check(
+            "verdicts", len(claims), "judge returned {got} verdicts for {n} claims"
+        )
         out = await self._call(node, call.prompt, call.messages, call.model, call.schema, check)
         if out.value is None:
             return ClaimJudgement(cost=out.cost, error=out.error, info=out.info)
