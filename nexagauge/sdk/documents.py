@@ -255,12 +255,14 @@ def documents_attribute(
     found nothing JSON must escape in ``gated`` but newlines and quotes.
     """
     if clean:  # every string was encoded to UTF-8 by the gate: no lone surrogate left
-        contents = _contents(docs)
-        if not contents:
-            return dumps(docs, utf8_checked=True)
         scrubber = call.state.scrubber
         memo = scrubber.known_clean if scrubber.active else None  # nothing scanned: no memo
-        return contents_json(contents, plain, memo, gated)
+        contents = _contents(docs)
+        if contents:
+            return contents_json(contents, plain, memo, gated)
+        if memo is not None and gated:  # found clean: a content retrieved again is not scanned
+            memo.add(gated)
+        return dumps(docs, utf8_checked=True)
     attr = C.GEN_AI_RETRIEVAL_DOCUMENTS
     scrubber = call.state.scrubber
     out: list[dict[str, Any]] = []

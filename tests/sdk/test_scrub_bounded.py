@@ -228,3 +228,16 @@ def test_a_remembered_passage_is_recorded_as_the_first_time(rec: Recorder) -> No
             recorded = json.loads(rec.spans[-1].attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS])
             assert recorded == [{"content": c} for c in context]
     assert odd in sdk_config.STATE.scrubber.known_clean
+
+
+def test_documents_with_ids_are_remembered_too(rec: Recorder) -> None:
+    # documents with more than a content (id, metadata) are written by the JSON encoder; their
+    # clean contents are still remembered, so a document retrieved again is not scanned again
+    doc = {"id": "kb-7", "text": "Opening hours: 9 to 5.", "metadata": {"source": "faq"}}
+
+    @nexagauge.trace(name="rag")
+    def answer(question: str, context: list[dict[str, Any]]) -> str:
+        return "ok"
+
+    answer("q", [doc])
+    assert doc["text"] in sdk_config.STATE.scrubber.known_clean
