@@ -203,7 +203,7 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
     ScrubRule(
         "password",
         r"(?i:\bpassword\s+(?:is|was)\s*)(?P<v>[^\s\"',;\\]+)",
-        raw_triggers=("assword",),
+        raw_triggers=("assword", "ASSWORD"),  # the gate is case-sensitive; the pattern is not
     ),
     ScrubRule(
         "secret",

@@ -73,6 +73,7 @@ def test_personal_values_are_recognised(text: str, rule: str) -> None:
         "IBAN DE88 3704 0044 0532 0130 00 has a wrong checksum",
         "SSN 000-12-3456 and 666-12-3456 are never issued",
         "user@localhost and an @mention",
+        "room 101 101 2024: no area code starts with 1",
         "the judge at 127.0.0.1:8000, bound to 0.0.0.0 and ::1",
     ],
 )

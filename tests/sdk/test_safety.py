@@ -388,6 +388,7 @@ SECRETS = [
     ('{"password": "hunter2"}', "password"),
     ("login with password=hunter2&user=bob", "password"),
     ("My password is hunter2", "password"),
+    ("MY PASSWORD IS hunter2", "password"),  # the gate once looked for lower-case "assword" only
     ("postgres://admin:s3cr3t@db.internal:5432/app", "password"),
     ("client_secret: abcd1234efgh", "secret"),
     ("https://api.example.com/v1?token=abcd1234efgh5678", "secret"),
