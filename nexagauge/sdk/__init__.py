@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from nexagauge.sdk._version import SDK_VERSION
 from nexagauge.sdk.config import configure, force_flush, shutdown
+from nexagauge.sdk.decorator import retriever, trace
+from nexagauge.sdk.documents import normalize_documents
+from nexagauge.sdk.retrieval import retrieval
 from nexagauge.sdk.scrubbing import ScrubRule
+from nexagauge.sdk.session import current_session, session
 from nexagauge.sdk.tool import tool
-from nexagauge.sdk.tracing import (
-    add_context,
-    current_session,
-    mark_turn_end,
-    normalize_documents,
-    retrieval,
-    retriever,
-    session,
-    set_eval_knobs,
-    trace,
-)
+from nexagauge.sdk.tracing import add_context, mark_turn_end, set_eval_knobs
 
 __all__ = [
     "SDK_VERSION",

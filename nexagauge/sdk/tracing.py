@@ -4,8 +4,8 @@ The implementation is split by job: :mod:`~nexagauge.sdk.decorator` (the decorat
 wrappers), :mod:`~nexagauge.sdk.spans` (span start and end), :mod:`~nexagauge.sdk.capture`
 (inputs, outputs, messages), :mod:`~nexagauge.sdk.documents`, :mod:`~nexagauge.sdk.streams`,
 :mod:`~nexagauge.sdk.retrieval`, :mod:`~nexagauge.sdk.session`, :mod:`~nexagauge.sdk.knobs`.
-This module re-exports the public names and holds ``add_context``, ``set_eval_knobs`` and
-``mark_turn_end``.
+This module holds the helpers called inside traced calls: ``add_context``, ``set_eval_knobs`` and
+``mark_turn_end`` (:mod:`nexagauge.sdk` gathers the public names from their homes).
 
 Each traced call becomes one span carrying what the online evaluator needs to build an evaluation
 case: the input (``gen_ai.input.messages``), the output (``gen_ai.output.messages``), the retrieved
@@ -42,30 +42,13 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from nexagauge.sdk._call import CALL_KEY, MAX_DOCUMENTS, Call
+from nexagauge.sdk._call import CALL_KEY, Call
 from nexagauge.sdk._errors import internal_error, warn_once
-from nexagauge.sdk.decorator import retriever, trace
 from nexagauge.sdk.documents import normalize_documents
-from nexagauge.sdk.knobs import KNOB_BLOCKS, SCORING_MODES, knob_attributes, knob_blocks
-from nexagauge.sdk.retrieval import retrieval
+from nexagauge.sdk.knobs import knob_blocks
 from nexagauge.sdk.serialize import dumps
-from nexagauge.sdk.session import current_session, session
 
-__all__ = [
-    "KNOB_BLOCKS",
-    "MAX_DOCUMENTS",
-    "SCORING_MODES",
-    "add_context",
-    "current_session",
-    "knob_attributes",
-    "mark_turn_end",
-    "normalize_documents",
-    "retrieval",
-    "retriever",
-    "session",
-    "set_eval_knobs",
-    "trace",
-]
+__all__ = ["add_context", "mark_turn_end", "set_eval_knobs"]
 
 
 def _current_call(site: str) -> Call | None:
