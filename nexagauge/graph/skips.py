@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -149,3 +150,21 @@ def skip_code(reason: str | None) -> SkipReason:
     if text.startswith("no "):
         return SkipReason.NOT_ELIGIBLE
     return SkipReason.OTHER
+
+
+@dataclass
+class SkipTally:
+    """Evaluations or turns not run, counted by reason (the stages' plain counters: tests and
+    benchmarks read them; Prometheus gets the same by code through the metrics).
+
+    Example:
+        >>> t = SkipTally()
+        >>> t.skip("rate_limit"); t.skip("rate_limit", 2)
+        >>> t.skipped
+        {'rate_limit': 3}
+    """
+
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n

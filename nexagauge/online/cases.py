@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from nexagauge.emit.target import EvaluationTarget
 from nexagauge.graph.executor import CaseResult, Executor
+from nexagauge.graph.skips import SkipTally
 from nexagauge.graph.topology import load_topology
 from nexagauge.online.concurrency import AdaptiveLimit
 from nexagauge.online.conversations.turns import trace_nodes
@@ -52,7 +53,7 @@ class _Active:
 
 
 @dataclass
-class StageStats:
+class StageStats(SkipTally):
     """Plain counters (tests and benchmarks read them; Prometheus gets the same via metrics)."""
 
     messages: int = 0
@@ -65,10 +66,6 @@ class StageStats:
     sampled: int = 0
     evaluated: int = 0
     failed: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-
-    def skip(self, reason: str, n: int = 1) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + n
 
 
 class CaseLifecycle:

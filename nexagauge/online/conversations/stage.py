@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from nexagauge.emit.target import EvaluationTarget
+from nexagauge.graph.skips import SkipTally
 from nexagauge.nodes.conversation_relevance import METRIC
 from nexagauge.online.conversations.judging import judge_turn, turn_result
 from nexagauge.online.conversations.state import DUPLICATE, LATE, Added, ConversationState
@@ -127,7 +128,7 @@ class _Conversation:
 
 
 @dataclass
-class ConversationStats:
+class ConversationStats(SkipTally):
     """Plain counters (tests read them; Prometheus gets skips and scores via the emitter)."""
 
     messages: int = 0
@@ -139,10 +140,6 @@ class ConversationStats:
     late: int = 0
     evicted: int = 0
     restored: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-
-    def skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
 @dataclass(eq=False, repr=False)
