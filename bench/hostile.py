@@ -187,12 +187,19 @@ class Stage(EvaluatorStage):
         self.cases += 1
         self._in_flight -= 1
         self._done_case(active)
+        self._pump()  # a slot is free: start the next queued case, as the real stage does
 
 
 def make_stage() -> Stage:
     s = Settings(
         kafka={"traces_topic": "spans", "max_message_bytes": 8 * 1024 * 1024},
-        online={"trace_grace_s": 0.0, "max_in_flight": 100_000, "early_discard": False},
+        # a fixed limit (no slow start): every case starts at once, only per-message work counts
+        online={
+            "trace_grace_s": 0.0,
+            "max_in_flight": 100_000,
+            "adaptive_concurrency": False,
+            "early_discard": False,
+        },
         sampling={"default_rate": 1.0},
         judge={"mode": "none"},
         cache={"enabled": False},
