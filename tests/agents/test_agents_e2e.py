@@ -94,7 +94,7 @@ def _run_app(kind: str, endpoint: str, llm_url: str, out: Path, env: dict[str, s
 
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seen]:
-    from online.kafka_helpers import toml_config, topics
+    from online.kafka_helpers import serve_settings, toml_config, topics
     from support.broker import TansuBroker, free_port
     from support.collector import RotelCollector
     from support.openai_server import OpenAIServer, Reply
@@ -117,37 +117,21 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seen]:
         asyncio.run(broker.create_topics({names["traces_topic"]: 3}))
         cfg = toml_config(
             tmp / "nexagauge.toml",
-            {
-                "kafka": {
-                    "bootstrap_servers": broker.bootstrap,
-                    **names,
-                    "fetch_max_wait_ms": 20,
-                    "topic_partitions": 3,
-                },
-                "online": {
+            serve_settings(
+                bootstrap=broker.bootstrap,
+                names=names,
+                judge_url=judge.base_url,
+                otlp_endpoint=rx.endpoint_grpc,
+                metrics_port=metrics_port,
+                online={
                     "nodes": ["relevance", "grounding", "conversation_relevance"],
                     # generous on a shared 2-core machine: a turn judged after a later one of
                     # its conversation may be skipped as late (by design)
                     "trace_grace_s": 1.0,
-                    "trace_inactivity_s": 5.0,
-                    "commit_interval_s": 0.2,
                     "conversation_reorder_s": 3.0,
                 },
-                "sampling": {"default_rate": 1.0},
-                "judge": {
-                    "base_url": judge.base_url,
-                    "api_key": "sk-test-judge-key-not-real-0001",
-                    "mode": "llm",
-                    "model": "gpt-4o-mini",
-                    "max_retries": 1,
-                },
-                "cache": {"enabled": False},
-                "emit": {
-                    "otlp_endpoint": rx.endpoint_grpc,
-                    "metrics_port": metrics_port,
-                    "dedupe_journal": False,
-                },
-            },
+                judge={"model": "gpt-4o-mini"},
+            ),
         )
         log_path = tmp / "serve.log"
         log = log_path.open("wb")

@@ -83,6 +83,53 @@ def toml_config(path: Path, d: dict[str, Any]) -> Path:
     return path
 
 
+#: the judge key the end-to-end configs carry (tests check it never reaches a log or a record)
+E2E_JUDGE_KEY = "sk-test-judge-key-not-real-0001"
+
+
+def serve_settings(
+    *,
+    bootstrap: str,
+    names: dict[str, str],
+    judge_url: str,
+    otlp_endpoint: str,
+    metrics_port: int,
+    online: dict[str, Any],
+    kafka: dict[str, Any] | None = None,
+    sampling: dict[str, Any] | None = None,
+    judge: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The settings an end-to-end ``nexagauge serve`` test starts from (pass to
+    :func:`toml_config`): fresh topics ``names`` on a 3-partition broker with short fetch waits,
+    every case sampled, an LLM judge at ``judge_url`` (one retry), no cache, evaluation spans and
+    records to ``otlp_endpoint``; ``online``/``kafka``/``sampling``/``judge`` add or override keys.
+    """
+    return {
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            **names,
+            "fetch_max_wait_ms": 20,
+            "topic_partitions": 3,
+            **(kafka or {}),
+        },
+        "online": {"trace_inactivity_s": 5.0, "commit_interval_s": 0.2, **online},
+        "sampling": {"default_rate": 1.0, **(sampling or {})},
+        "judge": {
+            "base_url": judge_url,
+            "api_key": E2E_JUDGE_KEY,
+            "mode": "llm",
+            "max_retries": 1,
+            **(judge or {}),
+        },
+        "cache": {"enabled": False},
+        "emit": {
+            "otlp_endpoint": otlp_endpoint,
+            "metrics_port": metrics_port,
+            "dedupe_journal": False,
+        },
+    }
+
+
 def build_traces(n: int, seed: int = 0) -> tuple[list[bytes], list[str]]:
     """Messages holding spans of ``n`` traces, each trace split over two messages.
 

@@ -22,7 +22,7 @@ import pytest
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import toml_config, topics
+from .kafka_helpers import serve_settings, toml_config, topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -62,33 +62,15 @@ def test_app_to_scores_end_to_end(tmp_path: Path, broker: Any) -> None:
         asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
         cfg = toml_config(
             tmp_path / "nexagauge.toml",
-            {
-                "kafka": {
-                    "bootstrap_servers": broker.bootstrap,
-                    **names,
-                    "fetch_max_wait_ms": 20,
-                    "topic_partitions": 3,
-                },
-                "online": {
-                    "nodes": ["relevance", "grounding"],
-                    "trace_grace_s": 0.3,
-                    "trace_inactivity_s": 5.0,
-                    "commit_interval_s": 0.2,
-                },
-                "sampling": {"default_rate": 1.0},
-                "judge": {
-                    "base_url": judge.base_url,
-                    "api_key": "sk-test-not-a-real-key-123456",
-                    "mode": "llm",
-                    "max_retries": 1,
-                },
-                "cache": {"enabled": False},
-                "emit": {
-                    "otlp_endpoint": rx.endpoint_grpc,
-                    "metrics_port": metrics_port,
-                    "dedupe_journal": False,
-                },
-            },
+            serve_settings(
+                bootstrap=broker.bootstrap,
+                names=names,
+                judge_url=judge.base_url,
+                otlp_endpoint=rx.endpoint_grpc,
+                metrics_port=metrics_port,
+                online={"nodes": ["relevance", "grounding"], "trace_grace_s": 0.3},
+                judge={"api_key": "sk-test-not-a-real-key-123456"},
+            ),
         )
         log = (tmp_path / "serve.log").open("wb")
         serve = subprocess.Popen(

@@ -37,7 +37,7 @@ import pytest
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import toml_config, topics
+from .kafka_helpers import serve_settings, toml_config, topics
 from .rag_apps import KINDS, SYSTEM, TURNS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -105,37 +105,24 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(
         asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
         cfg = toml_config(
             tmp_path / "nexagauge.toml",
-            {
-                "kafka": {
-                    "bootstrap_servers": broker.bootstrap,
-                    **names,
-                    "turns_topic": names["traces_topic"] + "-turns",
-                    "conversation_changelog_topic": names["traces_topic"] + "-turns-changelog",
-                    "fetch_max_wait_ms": 20,
-                    "topic_partitions": 3,
-                },
-                "online": {
+            serve_settings(
+                bootstrap=broker.bootstrap,
+                names=names,
+                judge_url=judge.base_url,
+                otlp_endpoint=rx.endpoint_grpc,
+                metrics_port=metrics_port,
+                online={
                     "nodes": ["relevance", "grounding", "conversation_relevance", "geval"],
                     "trace_grace_s": 0.5,
-                    "trace_inactivity_s": 5.0,
-                    "commit_interval_s": 0.2,
                     "conversation_reorder_s": 0.5,
                 },
-                "sampling": {"default_rate": 1.0, "budget_usd_per_hour": BUDGET},
-                "judge": {
-                    "base_url": judge.base_url,
-                    "api_key": "sk-test-judge-key-not-real-0001",
-                    "mode": "llm",
-                    "model": "gpt-4o-mini",
-                    "max_retries": 1,
+                kafka={
+                    "turns_topic": names["traces_topic"] + "-turns",
+                    "conversation_changelog_topic": names["traces_topic"] + "-turns-changelog",
                 },
-                "cache": {"enabled": False},
-                "emit": {
-                    "otlp_endpoint": rx.endpoint_grpc,
-                    "metrics_port": metrics_port,
-                    "dedupe_journal": False,
-                },
-            },
+                sampling={"budget_usd_per_hour": BUDGET},
+                judge={"model": "gpt-4o-mini"},
+            ),
         )
         log_path = tmp_path / "serve.log"
         log = log_path.open("wb")

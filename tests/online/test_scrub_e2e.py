@@ -30,7 +30,7 @@ from support.serve_process import REPO, ServeProcess
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import read_all, toml_config, topics
+from .kafka_helpers import read_all, serve_settings, toml_config, topics
 from .sensitive_apps import FILTER_MARKER, KINDS, answer_for
 
 pytestmark = pytest.mark.integration
@@ -67,35 +67,19 @@ def test_serve_sends_and_writes_nothing_sensitive(tmp_path: Path, broker: Any) -
         asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
         cfg = toml_config(
             tmp_path / "nexagauge.toml",
-            {
-                "kafka": {
-                    "bootstrap_servers": broker.bootstrap,
-                    **names,
-                    "fetch_max_wait_ms": 20,
-                    "topic_partitions": 3,
-                },
-                "online": {
+            serve_settings(
+                bootstrap=broker.bootstrap,
+                names=names,
+                judge_url=judge.base_url,
+                otlp_endpoint=rx.endpoint_grpc,
+                metrics_port=metrics_port,
+                online={
                     "nodes": ["relevance", "grounding", "conversation_relevance"],
                     "trace_grace_s": 2.0,  # openai-v2 content arrives in log records, later
-                    "trace_inactivity_s": 5.0,
-                    "commit_interval_s": 0.2,
                     "conversation_reorder_s": 0.5,
                     "scrub_pii": True,
                 },
-                "sampling": {"default_rate": 1.0},
-                "judge": {
-                    "base_url": judge.base_url,
-                    "api_key": "sk-test-judge-key-not-real-0001",
-                    "mode": "llm",
-                    "max_retries": 1,
-                },
-                "cache": {"enabled": False},
-                "emit": {
-                    "otlp_endpoint": rx.endpoint_grpc,
-                    "metrics_port": metrics_port,
-                    "dedupe_journal": False,
-                },
-            },
+            ),
         )
         env = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
         srv = ServeProcess(cfg, metrics_port, tmp_path / "serve.log", verbosity=2, env=env)
