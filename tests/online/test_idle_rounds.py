@@ -93,3 +93,26 @@ async def test_lag_of_a_partition_never_committed_asks_the_broker_once_per_ttl()
     for _ in range(5):  # five reports (one a second in the loop)
         await loop._report_lag()
     assert c.asked == 1 and lags == [7] * 5
+
+
+async def test_the_fetcher_task_wakes_once_a_second_when_nothing_happens(monkeypatch: Any) -> None:
+    """aiokafka's fetcher task re-checks its partitions every ``consumer_timeout_ms`` (200 ms by
+    default) even when nothing changed; the loop asks for 1 s (fetches, seeks, resumes and
+    rebalances wake it at once)."""
+    import nexagauge.online.delivery.consumer as mod
+
+    made: list[dict[str, Any]] = []
+
+    class _Consumer:
+        def __init__(self, **kw: Any) -> None:
+            made.append(kw)
+
+        def subscribe(self, topics: list[str], listener: Any) -> None:
+            pass
+
+        async def start(self) -> None:
+            pass
+
+    monkeypatch.setattr(mod, "AIOKafkaConsumer", _Consumer)
+    await _loop(_Handler(None)).start()
+    assert made and made[0]["consumer_timeout_ms"] == mod.FETCHER_WAKE_MS == 1000

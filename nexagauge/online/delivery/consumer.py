@@ -49,6 +49,11 @@ IDLE_POLL_S = 0.5
 #: member has committed nothing for; an OffsetFetch per partition per second was a fifth of an
 #: idle serve's CPU)
 BROKER_POSITION_TTL_S = 10.0
+#: aiokafka's fetcher task wakes at least this often (``consumer_timeout_ms``, default 200 ms)
+#: to look again at partitions that need nothing: every event it acts on (a fetch answered,
+#: records consumed, a seek, a resume, a rebalance) wakes it at once anyway. Five rounds a
+#: second per consumer were half of an idle serve's loop wakeups.
+FETCHER_WAKE_MS = 1000
 
 
 class Handler(Protocol):
@@ -192,6 +197,7 @@ class ConsumerLoop:
             session_timeout_ms=k.session_timeout_ms,
             heartbeat_interval_ms=k.heartbeat_interval_ms,
             max_poll_interval_ms=k.max_poll_interval_ms,
+            consumer_timeout_ms=FETCHER_WAKE_MS,
             client_id=self.client_id or f"nexagauge-{self.group_id}",
             **client_kwargs(k),
         )
