@@ -117,6 +117,7 @@ class Call:
         "docs",
         "input_text",
         "knobs",
+        "late",
         "marks",
         "meta",
         "original",
@@ -139,6 +140,9 @@ class Call:
         self.strs: tuple[str, ...] | None = None
         self.input_text: str | None = None  # str input, recorded when the call ends
         self.knobs: dict[str, str] | None = None
+        #: attributes set when the span ends, before the recorded content: the fixed ones when the
+        #: sampler does not read them (:mod:`nexagauge.sdk.sampler_view`), a tool's call
+        self.late: dict[str, Any] | None = None
         self.marks: list[str] | None = None
         self.original: dict[str, int] | None = None
         self.parent: Call | None = None
@@ -149,6 +153,10 @@ class Call:
         """Note that values were scrubbed (``nexagauge.scrubbed``)."""
         if marks:
             self.marks = add_marks(self.marks, marks)
+
+    def add_late(self, attrs: dict[str, Any]) -> None:
+        """Set ``attrs`` on the span when it ends, with the others (one attribute-map update)."""
+        self.late = {**self.late, **attrs} if self.late else attrs
 
     def text(self, attribute: str, text: str, original: int = -1, clean: bool = False) -> str:
         """Cut, then scrub, then mark one recorded text.

@@ -65,6 +65,9 @@ class State:
     owned: bool = False  # nexa-gauge created the provider (so it may shut it down)
     key: tuple[Any, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: set a call's fixed attributes when its span ends (the sampler never reads them:
+    #: :mod:`nexagauge.sdk.sampler_view`); None until the tracer is resolved, then set once
+    late: bool | None = None
 
 
 def _env(*names: str) -> str | None:

@@ -84,8 +84,14 @@ PLAIN = 2
 
 def plain_json_body(text: str) -> str:
     """The JSON string of a text the gate found :data:`PLAIN`, without its quotes: newlines and
-    double quotes escaped (two C-level replaces, memchr when absent; valid only for such texts)."""
-    return text.replace('"', '\\"').replace("\n", "\\n")
+    double quotes escaped (valid only for such texts). Each ``replace`` is guarded by ``in`` (memchr):
+    a ``replace`` whose replacement is longer counts the matches first, a slow byte loop that
+    costs ~10x the memchr on a text without any."""
+    if '"' in text:
+        text = text.replace('"', '\\"')
+    if "\n" in text:
+        text = text.replace("\n", "\\n")
+    return text
 
 
 class _Compiled:
@@ -352,7 +358,9 @@ class Scrubber:
         mask = (find(b"=") >= 0) | (find(b":") >= 0) << 1 | (find(b"@") >= 0) << 2
         if classes is None:
             classes = raw.translate(CLASS_TABLE)
-        long_run = classes.find(LONG_RUN) >= 0
+        # existence tests of multi-byte needles use rfind: CPython's find of a short needle in a
+        # text of a few KB is 2-3x slower than rfind on prose (its skip loop), memchr aside
+        long_run = classes.rfind(LONG_RUN) >= 0
         rules, keyed = self._by_shape[mask << 1 | long_run]
         heads: list[int] | None = None  # where a key of some rule meets a separator (rarely)
         if keyed and may_follow_key(raw, mask, self._key_windows):
@@ -373,7 +381,7 @@ class Scrubber:
                     continue
             if rule.raw_triggers is not None:
                 for t in rule.raw_triggers:
-                    if raw.find(t) >= 0:
+                    if raw.rfind(t) >= 0:
                         break
                 else:
                     continue
@@ -386,7 +394,7 @@ class Scrubber:
                         or raw.count(b"/") + raw.count(b"+") < 2
                     )
                 )
-                or raw.translate(B64_TABLE).find(rule.base64_run) < 0
+                or raw.translate(B64_TABLE).rfind(rule.base64_run) < 0
             ):
                 continue
             if rule.bytes_regex is not None or rule.run_prefixes is not None:
@@ -404,7 +412,7 @@ class Scrubber:
                 if low is None:
                     low = raw.lower()
                 for t in rule.triggers:
-                    if t in low:
+                    if low.rfind(t) >= 0:
                         break
                 else:
                     continue

@@ -25,6 +25,7 @@ from nexagauge.sdk._call import CALL_KEY, MAX_DOCUMENTS, MISSING, Call, Meta
 from nexagauge.sdk._errors import internal_error
 from nexagauge.sdk.capture import input_attrs, output_attrs, pick, pick_input, record_texts
 from nexagauge.sdk.documents import all_str, normalize_documents
+from nexagauge.sdk.sampler_view import attributes_at_end
 from nexagauge.sdk.serialize import safe_repr
 from nexagauge.sdk.session import SESSION
 
@@ -48,8 +49,15 @@ def start(meta: Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | N
     sess = SESSION.get()
     if sess is not None:
         attrs = {**attrs, **sess.attrs}
-    span = st.tracer.start_span(meta.name, attributes=attrs)
     call = Call(meta, st)
+    late = st.late
+    if late is None:
+        late = st.late = attributes_at_end(st.tracer)
+    if late:  # the sampler does not read them: set with the content when the span ends
+        span = st.tracer.start_span(meta.name)
+        call.late = attrs
+    else:
+        span = st.tracer.start_span(meta.name, attributes=attrs)
     call.span = span
     if _SPAN_KEY is not None:  # the current context + our span + the call state, one copy
         values = dict(_get_current())
@@ -118,7 +126,8 @@ def end_ok(call: Call, result: Any, capture: bool) -> None:
         if not call.recording:
             span.end()
             return
-        attrs: dict[str, Any] = {}
+        late = call.late
+        attrs: dict[str, Any] = {**late} if late else {}
         meta = call.meta
         capture = capture and meta.capture_output and call.state.capture_content
         output: str | None = None
@@ -181,7 +190,8 @@ def end_error(call: Call, exc: BaseException) -> None:
             },
         )
         span.set_status(Status(StatusCode.ERROR, f"{etype}: {message}"))
-        attrs: dict[str, Any] = {C.ERROR_TYPE: etype}
+        late = call.late
+        attrs: dict[str, Any] = {**late, C.ERROR_TYPE: etype} if late else {C.ERROR_TYPE: etype}
         if call.input_text is not None or call.docs or call.strs:
             record_texts(call, attrs, None)
         _common_end_attrs(call, attrs)
@@ -197,6 +207,8 @@ def end_quietly(call: Call) -> None:
     call.ctx = None
     try:
         if call.span is not None and call.span.is_recording():
+            if call.late:
+                call.span.set_attributes(call.late)
             call.span.end()
     except Exception:
         pass

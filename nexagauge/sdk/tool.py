@@ -180,7 +180,7 @@ def _record(
             else:
                 attrs.update({k: call.text(k, v) for k, v in texts.items()})
         if attrs:
-            call.span.set_attributes(attrs)
+            call.add_late(attrs)  # set when the span ends, with the fixed attributes
     except Exception as exc:
         internal_error("record tool call", exc)
 
