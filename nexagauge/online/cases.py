@@ -110,6 +110,9 @@ class CaseLifecycle:
     async def _evaluate(self, active: _Active, ec: ExtractedCase, d: Decision) -> None:
         cost = 0.0
         t0 = time.monotonic()
+        #: when the evaluation itself ended: the limit follows the evaluation's latency (judge,
+        #: our loop), not the emit's wait for its batched export (emit.confirm)
+        evaluated_at: float | None = None
         at_limit = self._in_flight >= self.limit.value  # this case is counted already
         try:
             planned = self._executor(d.nodes)
@@ -121,6 +124,7 @@ class CaseLifecycle:
             target = target_of(ec, fp, d.rule)
             started = time.time_ns()
             result = await ex.run_case(ec.case, 0)
+            evaluated_at = time.monotonic()
             cost = result.cost.cost
             errors = errors_of(result)
             if errors and self.dlq is not None:
@@ -156,7 +160,9 @@ class CaseLifecycle:
         finally:
             self.limiter.finish(cost)
             self.limit.completed(
-                time.monotonic() - t0, throttled=self._judge_throttled(), at_limit=at_limit
+                (evaluated_at or time.monotonic()) - t0,
+                throttled=self._judge_throttled(),
+                at_limit=at_limit,
             )
             self._in_flight -= 1
             self._pump()

@@ -138,3 +138,23 @@ async def test_judge_retries_count_as_throttling() -> None:
 def test_adaptive_concurrency_off_is_the_fixed_max_in_flight() -> None:
     stage = make_stage(Emitter(), Clock(), max_in_flight=12, adaptive_concurrency=False)
     assert stage.limit.value == 12 and stage.limit.floor == 12
+
+
+async def test_the_limit_follows_the_evaluation_not_the_wait_for_its_export() -> None:
+    """The emit waits for its batched export (up to ``emit.confirm.EXPORT_INTERVAL_S``): a wait
+    of our own choosing, not a slower judge; counted in, it cut the limit at saturation."""
+    clock, em = Clock(), Emitter()
+    em.gate = asyncio.Event()
+    stage = make_stage(em, clock, max_in_flight=8, min_in_flight=2)
+    seen: list[float] = []
+    stage.limit.completed = lambda latency, **_: seen.append(latency)  # type: ignore[method-assign]
+    await stage.handle(TP, [record(0, traces_request(sdk_turn(rand_tid(), "q", "a")))])
+    clock.t += 2
+    await stage.tick()
+    await asyncio.sleep(0.4)  # the export has not been confirmed yet
+    em.gate.set()
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert len(em.cases) == 1 and len(seen) == 1 and seen[0] < 0.3
