@@ -88,3 +88,33 @@ def test_shutdown_exports_what_is_queued_without_waiting_out_the_linger() -> Non
     t0 = time.monotonic()
     provider.shutdown()
     assert time.monotonic() - t0 < 5 and fut.result(timeout=1) is True and rec.batches == [1]
+
+
+def test_a_steady_trickle_leaves_in_a_few_exports_a_second() -> None:
+    """Spans 0.1 s apart (longer than the linger) share exports: a batch starts at most every
+    ``min_interval_s``; before, each span left in its own POST."""
+    rec = Recorder()
+    provider = TracerProvider()
+    provider.add_span_processor(ConfirmingSpanProcessor(rec, linger_s=0.02, min_interval_s=0.5))
+    try:
+        assert _end_spans(provider, 12, gap_s=0.1) == [True] * 12
+        assert sum(rec.batches) == 12 and len(rec.batches) <= 4
+    finally:
+        provider.shutdown()
+
+
+def test_a_span_after_a_quiet_interval_waits_only_the_linger() -> None:
+    rec = Recorder()
+    provider = TracerProvider()
+    provider.add_span_processor(ConfirmingSpanProcessor(rec, linger_s=0.0, min_interval_s=0.3))
+    tracer = provider.get_tracer("t")
+    try:
+        assert _end_spans(provider, 1) == [True]
+        time.sleep(0.4)
+        t0 = time.monotonic()
+        with confirm_next_end() as fut:
+            tracer.start_span("ev").end()
+        assert fut.result(timeout=5) is True and time.monotonic() - t0 < 0.2
+        assert rec.batches == [1, 1]
+    finally:
+        provider.shutdown()
