@@ -168,12 +168,18 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
     scrubber = call.state.scrubber
     first_doc = len(texts)
     known = scrubber.known_clean
+    bodies: list[str | None] | None = None
     if strs:  # documents passed as plain strings: those not known clean are gated
         young, old = known.young, known.old
+        bodies = []
         for s in strs:
-            if s not in young and s not in old:
-                texts.append(s)
-                short = short and len(s) <= limit
+            body = young.get(s)
+            if body is None:
+                body = old.get(s)
+                if body is None:
+                    texts.append(s)
+                    short = short and len(s) <= limit
+            bodies.append(body)
     elif docs:
         short = document_texts(docs, texts, limit, known) and short
     # documents found clean are remembered with their JSON (documents_attribute): a passage
@@ -200,9 +206,7 @@ def record_texts(call: Call, attrs: dict[str, Any], output: str | None) -> None:
     if strs:
         if verdict:  # a scrubber without rules or hook scans nothing: nothing to remember
             memo = known if scrubber.active else None
-            attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = contents_json(
-                strs, plain, memo, texts[first_doc:]
-            )
+            attrs[C.GEN_AI_RETRIEVAL_DOCUMENTS] = contents_json(strs, plain, memo, None, bodies)
             return
         docs = [{C.DOC_CONTENT: s} for s in strs]  # each cut and scrubbed on its own
     if docs:

@@ -213,6 +213,7 @@ def contents_json(
     plain: bool = False,
     memo: CleanMemo | None = None,
     gated: list[str] | None = None,
+    bodies: list[str | None] | None = None,
 ) -> str:
     """The JSON of documents that are only contents (documents passed as plain strings),
     ``[{"content": ...}, ...]``, written directly: what :func:`dumps` returns, without building an
@@ -220,24 +221,29 @@ def contents_json(
 
     ``memo``: the scrubber's memo of clean texts; a content it knows is written with the JSON body
     kept there (a passage retrieved again is not escaped again), and the body of each content in
-    ``gated`` (gated clean in this call) is kept there. ``plain``: no content in ``gated`` needs
-    JSON escaping but for newlines and quotes (the secret gate said so)."""
-    bodies: list[str] = []
-    young, old = (memo.young, memo.old) if memo is not None else (_NO_BODIES, _NO_BODIES)
+    ``gated`` (gated clean in this call) is kept there. ``bodies``: the caller already looked
+    each content up in the memo (its body, or None: then it was gated clean in this call).
+    ``plain``: no content gated now needs JSON escaping but for newlines and quotes (the secret
+    gate said so)."""
+    if bodies is None:
+        young, old = (memo.young, memo.old) if memo is not None else (_NO_BODIES, _NO_BODIES)
+        bodies = [young.get(c) or old.get(c) for c in contents]
+        if gated is None:
+            gated = []
+    out: list[str] = []
     kept: list[str] = []  # gated now: remembered with their bodies, in one add
     kept_bodies: list[str | None] = []
-    for content in contents:
-        body = young.get(content) or old.get(content)
+    for content, body in zip(contents, bodies, strict=True):
         if body is None:
-            fresh = gated is not None and content in gated
+            fresh = gated is None or content in gated
             body = plain_json_body(content) if plain and fresh else _enc(content)[1:-1]
             if fresh:
                 kept.append(content)
                 kept_bodies.append(body)
-        bodies.append(body)
+        out.append(body)
     if kept and memo is not None:
         memo.add(kept, kept_bodies)
-    return f'{_CONTENTS_HEAD}"{_PLAIN_SEP.join(bodies)}"{_CONTENTS_TAIL}'
+    return f'{_CONTENTS_HEAD}"{_PLAIN_SEP.join(out)}"{_CONTENTS_TAIL}'
 
 
 def documents_attribute(

@@ -140,6 +140,28 @@ def long_runs(raw: bytes, classes: bytes) -> list[tuple[int, bytes]]:
     return runs
 
 
+def may_start(run: bytes, starts: tuple[bytes, ...]) -> bool:
+    """True when one of ``starts`` begins the long token ``run`` or follows a ``-`` in it: the
+    only places a pattern beginning with ``\\b`` can match inside a token (``-`` is its only
+    non-word character).
+
+    Example::
+
+        >>> may_start(b"call_8f3kq1c0ffee42", (b"sk-",))
+        False
+        >>> may_start(b"x-sk-proj-abcdefghijklmnop", (b"sk-",))
+        True
+    """
+    if run.startswith(starts):
+        return True
+    i = run.find(b"-")  # memchr
+    while i >= 0:
+        if run.startswith(starts, i + 1):
+            return True
+        i = run.find(b"-", i + 1)
+    return False
+
+
 class CleanMemo:
     """Texts a scrubber found clean, so that a passage retrieved again is not scanned again, each
     with its JSON string body once a recorder has written it (:meth:`body`), so that it is not

@@ -51,6 +51,7 @@ from nexagauge.sdk.scrub_gates import (
     key_windows,
     long_runs,
     may_follow_key,
+    may_start,
 )
 from nexagauge.sdk.secret_rules import SECRET_RULES, ScrubHook, ScrubRule
 
@@ -108,6 +109,7 @@ class _Compiled:
         "regex",
         "run_prefixes",
         "separators",
+        "token_starts",
         "triggers",
         "vnames",
     )
@@ -140,6 +142,11 @@ class _Compiled:
         self.triggers = tuple(t.lower().encode() for t in rule.triggers) if rule.triggers else None
         self.keys = tuple(k.lower().encode() for k in rule.keys) if rule.keys else None
         self.bytes_regex = re.compile(self.regex.pattern.encode()) if rule.token_only else None
+        self.token_starts = (
+            tuple(t.encode() for t in rule.token_starts)
+            if rule.token_only and rule.token_starts
+            else None
+        )
         self.run_prefixes = (
             tuple(t.encode() for t in rule.run_prefixes) if rule.run_prefixes else None
         )
@@ -402,7 +409,10 @@ class Scrubber:
                     runs = long_runs(raw, classes)
                 if rule.bytes_regex is not None:
                     search = rule.bytes_regex.search
-                    if not any(search(run) for _, run in runs):
+                    starts = rule.token_starts
+                    if not any(
+                        search(run) for _, run in runs if starts is None or may_start(run, starts)
+                    ):
                         continue
                 if rule.run_prefixes is not None and not any(
                     raw[max(0, i - 8) : i].endswith(rule.run_prefixes) for i, _ in runs

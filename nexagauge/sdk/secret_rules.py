@@ -38,7 +38,10 @@ class ScrubRule:
     the lowercased text; ``base64_run``: a run of at least that many ``[A-Za-z0-9+/]``;
     ``token_only`` (every match is 16+ characters of ``[A-Za-z0-9_-]``, its pattern only ASCII):
     the pattern must match inside one of the text's long tokens, so a text is searched only where
-    it has long tokens, not along its whole length; ``run_prefixes``: a long token must directly
+    it has long tokens, not along its whole length; ``token_starts`` (with ``token_only``): every
+    match begins with one of these literals, at the start of a long token or right after a ``-``
+    in it (where the pattern's ``\\b`` can be), so only such tokens are searched (an agent's tool
+    call ids are long tokens: they cost a ``startswith``, not a regex); ``run_prefixes``: a long token must directly
     follow one of these literals (``ya29.`` before a Google token); ``keys``: lowercase key names
     (3 to 16 characters), one must end the text before some ``=`` or ``:`` (quotes and blanks in
     between ignored; ``"DB_PASSWORD" :`` ends with ``password``). No gate: the regex always runs. ``check`` (optional) gets the matched text and returns False to
@@ -62,6 +65,7 @@ class ScrubRule:
     keys: tuple[str, ...] | None = None
     base64_run: int = 0
     token_only: bool = False
+    token_starts: tuple[str, ...] | None = None
     run_prefixes: tuple[str, ...] | None = None
 
 
@@ -138,6 +142,13 @@ SECRET_RULES: tuple[ScrubRule, ...] = (
         r")",
         long_token=True,
         token_only=True,
+        # the literal each alternative above begins with
+        token_starts=(
+            *(f"{p}{s}" for p in ("sk", "pk", "rk") for s in ("-", "_")),
+            *("A3T", "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA"),
+            *("ANVA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AIza"),
+            *("hf_", "glpat-", "npm_", "pypi-AgE", "dop_v1_", "shp", "dapi", "gsk_", "r8_"),
+        ),
     ),
     ScrubRule(
         "api_key",
