@@ -36,6 +36,7 @@ from typing import Any
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._errors import internal_error
 from nexagauge.sdk.pii_rules import PII_RULES
+from nexagauge.sdk.scrub_compile import CompiledRule, lean_plans, may_need_rules
 from nexagauge.sdk.scrub_gates import (
     B64_TABLE,
     CLASS_TABLE,
@@ -74,7 +75,6 @@ __all__ = [
 
 #: ``label(rule name, matched value) -> placeholder`` (:meth:`Scrubber.relabel`)
 Label = Callable[[str, str], str]
-_V_GROUP = re.compile(r"\(\?P<v>")
 # joins the texts gated together: a blank line no rule's match needs and every boundary accepts
 JOIN = "\n"
 #: :meth:`Scrubber.gate` verdicts: no text needs scrubbing; and none needs JSON escaping but
@@ -95,63 +95,6 @@ def plain_json_body(text: str) -> str:
     return text
 
 
-class _Compiled:
-    __slots__ = (
-        "base64_run",
-        "builtin",
-        "bytes_regex",
-        "check",
-        "keys",
-        "long_token",
-        "min_digits",
-        "name",
-        "raw_triggers",
-        "regex",
-        "run_prefixes",
-        "separators",
-        "token_starts",
-        "triggers",
-        "vnames",
-    )
-
-    def __init__(self, rule: ScrubRule, builtin: bool) -> None:
-        vnames: list[str] = []
-
-        def _rename(_m: re.Match[str]) -> str:
-            vnames.append(f"v{len(vnames)}")
-            return f"(?P<{vnames[-1]}>"
-
-        try:
-            self.regex = re.compile(_V_GROUP.sub(_rename, rule.pattern))
-        except re.error as exc:
-            raise ValueError(f"scrub rule {rule.name!r}: invalid pattern: {exc}") from None
-        bad = set(rule.separators) - set("=:@")
-        if bad:
-            raise ValueError(f"scrub rule {rule.name!r}: separators must be from '=:@', got {bad}")
-        self.name = rule.name
-        self.builtin = builtin
-        self.vnames = tuple(vnames)
-        self.check = rule.check
-        self.separators = tuple(c.encode() for c in rule.separators)
-        self.long_token = rule.long_token
-        self.base64_run = b"a" * rule.base64_run if rule.base64_run else b""
-        self.min_digits = rule.min_digits
-        self.raw_triggers = (
-            tuple(t.encode() for t in rule.raw_triggers) if rule.raw_triggers else None
-        )
-        self.triggers = tuple(t.lower().encode() for t in rule.triggers) if rule.triggers else None
-        self.keys = tuple(k.lower().encode() for k in rule.keys) if rule.keys else None
-        self.bytes_regex = re.compile(self.regex.pattern.encode()) if rule.token_only else None
-        self.token_starts = (
-            tuple(t.encode() for t in rule.token_starts)
-            if rule.token_only and rule.token_starts
-            else None
-        )
-        self.run_prefixes = (
-            tuple(t.encode() for t in rule.run_prefixes) if rule.run_prefixes else None
-        )
-
-
 class Scrubber:
     """Applies the rules and the hook to strings; see the module docstring.
 
@@ -166,6 +109,7 @@ class Scrubber:
         "_by_shape",
         "_key_tails",
         "_key_windows",
+        "_plans",
         "_rules",
         "hook",
         "known_clean",
@@ -180,12 +124,12 @@ class Scrubber:
         extra_rules: Iterable[ScrubRule] = (),
         hook: ScrubHook | None = None,
     ) -> None:
-        rules: list[_Compiled] = []
+        rules: list[CompiledRule] = []
         if secrets:
-            rules.extend(_Compiled(r, builtin=True) for r in SECRET_RULES)
+            rules.extend(CompiledRule(r, builtin=True) for r in SECRET_RULES)
         if pii:
-            rules.extend(_Compiled(r, builtin=True) for r in PII_RULES)
-        rules.extend(_Compiled(r, builtin=False) for r in extra_rules)
+            rules.extend(CompiledRule(r, builtin=True) for r in PII_RULES)
+        rules.extend(CompiledRule(r, builtin=False) for r in extra_rules)
         self._rules = tuple(rules)
         #: texts (documents) this scrubber found clean: a passage retrieved again is not scanned
         #: again (bounded: MEMO_TEXTS texts, MEMO_CHARS characters, oldest dropped first)
@@ -201,7 +145,7 @@ class Scrubber:
         # the rules that can pass them are precomputed per "shape", so a clean text visits only
         # the few rules without such gates.
         # per shape (index: separators mask << 1 | long run): (rules without a key gate, with one)
-        by_shape: list[tuple[tuple[_Compiled, ...], tuple[_Compiled, ...]]] = []
+        by_shape: list[tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...]]] = []
         for index in range(16):
             present = SEPS_PRESENT[index >> 1]
             long_run = bool(index & 1)
@@ -218,6 +162,9 @@ class Scrubber:
                 )
             )
         self._by_shape = tuple(by_shape)
+        #: per shape, the lean checks that tell most clean texts apart without visiting each
+        #: rule's gates (:mod:`nexagauge.sdk.scrub_compile`)
+        self._plans = lean_plans([rules for rules, _keyed in by_shape])
 
     @property
     def active(self) -> bool:
@@ -344,37 +291,68 @@ class Scrubber:
         except UnicodeEncodeError:
             return 0
         classes = raw.translate(CLASS_TABLE)
-        for rule in self._candidates(raw, classes):
-            if not rule.builtin or rule.regex.search(joined) is not None:
-                return 0
+        # the common case inline (it runs on every recorded text): see _shape and _lean_clean
+        find = raw.find
+        mask = (find(b"=") >= 0) | (find(b":") >= 0) << 1 | (find(b"@") >= 0) << 2
+        shape = mask << 1 | (classes.rfind(LONG_RUN) >= 0)
+        plan = self._plans[shape]
+        if (
+            plan is None
+            or (self._by_shape[shape][1] and may_follow_key(raw, mask, self._key_windows))
+            or may_need_rules(plan, raw)
+        ):
+            for rule in self._candidates(raw, classes, shape):
+                if not rule.builtin or rule.regex.search(joined) is not None:
+                    return 0
         if remember:
             self.known_clean.add(remember)
         # no byte JSON escapes but newlines and double quotes (CLASS_TABLE: the others, never
         # part of a longer character in UTF-8, are b"\\"): one memchr
         return CLEAN if classes.find(b"\\") >= 0 else CLEAN | PLAIN
 
-    def _candidates(self, raw: bytes, classes: bytes | None = None) -> list[_Compiled]:
+    @staticmethod
+    def _shape(raw: bytes, classes: bytes) -> int:
+        """Which separators ``raw`` holds and whether it has a long token: the index of
+        ``_by_shape`` (separators mask << 1 | long run)."""
+        # single-byte finds are memchr (SIMD), several times cheaper than any other pass
+        find = raw.find
+        mask = (find(b"=") >= 0) | (find(b":") >= 0) << 1 | (find(b"@") >= 0) << 2
+        # existence tests of multi-byte needles use rfind: CPython's find of a short needle in a
+        # text of a few KB is 2-3x slower than rfind on prose (its skip loop), memchr aside
+        return mask << 1 | (classes.rfind(LONG_RUN) >= 0)
+
+    def _lean_clean(self, raw: bytes, shape: int) -> bool:
+        """True when no rule can match ``raw`` by the lean checks of its shape (ordinary prose);
+        False means "go through every gate" (:mod:`nexagauge.sdk.scrub_compile`)."""
+        plan = self._plans[shape]
+        if plan is None:
+            return False
+        if self._by_shape[shape][1] and may_follow_key(raw, shape >> 1, self._key_windows):
+            return False
+        return not may_need_rules(plan, raw)
+
+    def _candidates(
+        self, raw: bytes, classes: bytes | None = None, shape: int = -1
+    ) -> list[CompiledRule]:
         """The rules whose gates ``raw`` passes (usually none); ``classes``: ``raw`` translated
-        with ``CLASS_TABLE`` when the caller has it.
+        with ``CLASS_TABLE`` and ``shape`` (:meth:`_shape`) when the caller has them.
 
         Every gate is a C-level pass over the bytes (translate, find, split) or a check of the
         few long tokens; the passes are computed once per text and only when a rule needs them.
         """
-        # single-byte finds are memchr (SIMD), several times cheaper than any other pass
-        find = raw.find
-        mask = (find(b"=") >= 0) | (find(b":") >= 0) << 1 | (find(b"@") >= 0) << 2
         if classes is None:
             classes = raw.translate(CLASS_TABLE)
-        # existence tests of multi-byte needles use rfind: CPython's find of a short needle in a
-        # text of a few KB is 2-3x slower than rfind on prose (its skip loop), memchr aside
-        long_run = classes.rfind(LONG_RUN) >= 0
-        rules, keyed = self._by_shape[mask << 1 | long_run]
+        if shape < 0:
+            shape = self._shape(raw, classes)
+        mask = shape >> 1
+        long_run = bool(shape & 1)
+        rules, keyed = self._by_shape[shape]
         heads: list[int] | None = None  # where a key of some rule meets a separator (rarely)
         if keyed and may_follow_key(raw, mask, self._key_windows):
             heads = key_ends(raw, self._key_tails, self._all_keys)  # None: too many to look at
             if heads is None or heads:
                 rules = rules + keyed
-        out: list[_Compiled] = []
+        out: list[CompiledRule] = []
         if not rules:
             return out
         low: bytes | None = None
@@ -457,7 +435,11 @@ class Scrubber:
         self, text: str, raw: bytes, label: Label | None = None
     ) -> tuple[str, list[str]] | None:
         names: list[str] = []
-        for rule in self._candidates(raw):
+        classes = raw.translate(CLASS_TABLE)
+        shape = self._shape(raw, classes)
+        if self._lean_clean(raw, shape):
+            return None
+        for rule in self._candidates(raw, classes, shape):
             hit: list[bool] = []
             new = rule.regex.sub(lambda m, r=rule, h=hit: _replace(m, r, h, label), text)  # type: ignore[misc]
             if hit:
@@ -487,7 +469,7 @@ def scrub_text(text: str, *, pii: bool = False) -> str:
     return scrubber.scrub("text", text)[0]
 
 
-def _replace(m: re.Match[str], rule: _Compiled, hit: list[bool], label: Label | None) -> str:
+def _replace(m: re.Match[str], rule: CompiledRule, hit: list[bool], label: Label | None) -> str:
     whole = m.group(0)
     if rule.check is not None and not rule.check(whole):
         return whole
