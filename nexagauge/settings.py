@@ -214,6 +214,10 @@ class OnlineSettings(_Section):
     min_in_flight: int = Field(default=8, ge=1)
     adaptive_concurrency: bool = True
     trace_grace_s: float = Field(default=2.0, ge=0)
+    #: how much longer than ``trace_grace_s`` a trace waits for content that comes in log records
+    #: (an LLM span without output, e.g. openai-v2's default and "events" modes: logs travel in
+    #: other batches than spans); handed on without it, it is counted as ``content_missing``
+    log_content_wait_s: float = Field(default=5.0, ge=0)
     trace_inactivity_s: float = Field(default=30.0, gt=0)
     max_buffered_traces: int = Field(default=10_000, ge=1)
     max_buffered_spans: int = Field(default=200_000, ge=1)

@@ -52,6 +52,8 @@ DLQ_REASONS: Final = (
 )
 #: Reasons of ``nexagauge_evicted_traces_total``.
 EVICTION_REASONS: Final = ("max_traces", "max_spans")
+#: Reasons of ``nexagauge_late_log_records_total`` (the assembly buffer's, nexagauge.online.ingest)
+LATE_LOG_REASONS: Final = ("content_missing", "trace_done")
 #: Known values of the capped ``reason`` label (skip codes, DLQ and eviction reasons): bounded
 #: already, they never count against its cap.
 KNOWN_REASONS: Final = frozenset(

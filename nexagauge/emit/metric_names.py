@@ -31,6 +31,7 @@ EVALUATIONS = f"{PREFIX}_evaluations_total"  # labels: status (ok|failed), servi
 SKIPPED = f"{PREFIX}_skipped_total"
 EVALUATION_LATENCY = f"{PREFIX}_evaluation_latency_seconds"  # histogram, span end -> score emitted
 LATE_SPANS = f"{PREFIX}_late_spans_total"
+LATE_LOG_RECORDS = f"{PREFIX}_late_log_records_total"
 EVICTED = f"{PREFIX}_evicted_traces_total"  # labels: reason (max_traces|max_spans)
 BUFFER_TRACES = f"{PREFIX}_buffer_traces"  # gauge
 BUFFER_SPANS = f"{PREFIX}_buffer_spans"  # gauge

@@ -49,6 +49,7 @@ from nexagauge.emit.labels import (
     EVICTION_REASONS,
     JUDGE_OUTCOMES,
     KNOWN_REASONS,
+    LATE_LOG_REASONS,
     MAX_LABEL_CHARS,
     OTHER,
     SPAN_EXPORT_OUTCOMES,
@@ -161,6 +162,9 @@ class EvaluatorMetrics:
             buckets=LATENCY_BUCKETS,
         )
         self.late = s.counter(N.LATE_SPANS, "Spans of already evaluated traces.")
+        self.late_logs = s.counter(
+            N.LATE_LOG_RECORDS, "GenAI log records of traces already handed on.", ("reason",)
+        )
         self.evicted = s.counter(
             N.EVICTED, "Traces evicted from the buffer before completion.", ("reason",)
         )
@@ -225,6 +229,8 @@ class EvaluatorMetrics:
             self.evicted.labels(reason=reason)
         for reason in DLQ_REASONS:
             self.dlq.labels(reason=reason)
+        for reason in LATE_LOG_REASONS:
+            self.late_logs.labels(reason=reason)
         for outcome in sorted(SPAN_EXPORT_OUTCOMES):
             self.span_exports.labels(outcome=outcome)
             self.event_exports.labels(outcome=outcome)
@@ -304,6 +310,10 @@ class EvaluatorMetrics:
     def late_spans(self, n: int = 1) -> None:
         """Count spans that arrived after their trace was evaluated (not re-scored)."""
         self.late.inc(n)
+
+    def late_log_records(self, reason: str, n: int = 1) -> None:
+        """Count log records of a trace already handed on (``content_missing``/``trace_done``)."""
+        self.late_logs.labels(reason=_enum(reason, frozenset(LATE_LOG_REASONS))).inc(n)
 
     def trace_evicted(self, reason: str, n: int = 1) -> None:
         """Count traces evicted from the buffer (``max_traces`` or ``max_spans``)."""

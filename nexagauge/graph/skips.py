@@ -8,7 +8,7 @@ e.g. ``"not eligible: no context"``) for people reading a trace. Two families sh
   ``not_eligible``, ``disabled``, ``no_judge``, ``judge_unsupported``, ``nothing_to_judge``,
   ``not_needed``, ``prerequisite_failed``;
 * a whole **evaluation** the online service did not run: ``rate_limit``, ``budget_hour``,
-  ``budget_day``, ``no_case``, ``invalid_case``, ``untrusted_rubric``, ``invalid_span``,
+  ``budget_day``, ``no_case``, ``content_missing``, ``invalid_case``, ``untrusted_rubric``, ``invalid_span``,
   ``invalid_ids``,
   ``extract_error``, and conversation turns not judged: ``duplicate_turn``, ``late_turn``,
   ``invalid_turn``.
@@ -53,6 +53,7 @@ class SkipReason(StrEnum):
     BUDGET_HOUR = "budget_hour"
     BUDGET_DAY = "budget_day"
     NO_CASE = "no_case"
+    CONTENT_MISSING = "content_missing"
     INVALID_CASE = "invalid_case"
     UNTRUSTED_RUBRIC = "untrusted_rubric"
     INVALID_SPAN = "invalid_span"
@@ -80,6 +81,8 @@ DESCRIPTIONS: Final[dict[SkipReason, str]] = {
     SkipReason.BUDGET_HOUR: "the hourly USD judge budget is spent",
     SkipReason.BUDGET_DAY: "the daily USD judge budget is spent",
     SkipReason.NO_CASE: "the trace holds no span that can be evaluated",
+    SkipReason.CONTENT_MISSING: "the trace's LLM spans carry no content and the log records "
+    "that bring it did not come within online.log_content_wait_s",
     SkipReason.INVALID_CASE: "an answer span could not be turned into a case",
     SkipReason.UNTRUSTED_RUBRIC: "a span wrote judge instructions (rubric text); only configured "
     "rubrics, selected by name, are used",

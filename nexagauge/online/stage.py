@@ -53,6 +53,7 @@ from nexagauge.online.ingest.extract import (
     SpanError,
     extract_cases_with_errors,
 )
+from nexagauge.online.ingest.logwait import LOG_CONTENT_MARK_KEYS, awaits_log_content
 from nexagauge.online.ingest.sampling import Decision, Limiter, Sampler
 from nexagauge.online.partitions import PartitionLifecycle
 from nexagauge.online.plans import Executors
@@ -104,17 +105,23 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, PartitionLifecycle, LagHook
         self.dlq = dlq
         self.clock = clock
         self.tracker = OffsetTracker()
+        # content in log records can only come when the logs topic is read (online/ingest/logwait)
+        content_wait = self.o.log_content_wait_s if self.o.consume_logs else 0.0
         self.buffer = TraceBuffer(
             grace_s=self.o.trace_grace_s,
             inactivity_s=self.o.trace_inactivity_s,
             max_traces=self.o.max_buffered_traces,
             max_spans=self.o.max_buffered_spans,
+            content_wait_s=content_wait,
+            awaits_content=self._awaits_content,
         )
         self.sampler = Sampler(settings.sampling)
         self.limiter = Limiter(settings.sampling, clock=clock)
         self.wanted = BASE_WANTED | self.sampler.attribute_keys | {TRACELOOP_SESSION_ID}
         if self.o.agent_signals:  # agent traces are read for signals even when not sampled
             self.wanted |= AGENT_MARK_KEYS
+        if content_wait:
+            self.wanted |= LOG_CONTENT_MARK_KEYS
         self.stats = StageStats()
         self._signal_for = signal_for or self._default_signal
         self._active: dict[bytes, _Active] = {}
@@ -139,6 +146,7 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, PartitionLifecycle, LagHook
             memory=max(10_000, self.o.max_buffered_traces * 10),
         )
         self._late_seen = 0
+        self._late_logs_seen: dict[str, int] = {}
         #: every case is scrubbed as it is extracted: nothing downstream sees the raw text
         self.scrubber = CaseScrubber(secrets=self.o.scrub, pii=self.o.scrub_pii)
 
@@ -287,6 +295,10 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, PartitionLifecycle, LagHook
             if self.buffer.late != self._late_seen:
                 m.late_spans(self.buffer.late - self._late_seen)
                 self._late_seen = self.buffer.late
+            for reason, n in self.buffer.late_logs.items():
+                if n != self._late_logs_seen.get(reason, 0):
+                    m.late_log_records(reason, n - self._late_logs_seen.get(reason, 0))
+                    self._late_logs_seen[reason] = n
             for reason, n in self.buffer.evicted.items():
                 seen = self._evicted_seen.get(reason, 0)
                 if n != seen:
@@ -310,17 +322,29 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, PartitionLifecycle, LagHook
         if self.metrics is not None:
             self.metrics.skip(reason, n)
 
-    def _start(self, trace: Trace) -> None:
+    def _may_sample(self, trace: Trace) -> bool:
+        """The sampler's cheap pre-check on the trace's eagerly decoded fields."""
         spans = trace.spans.values()
         convs = [
             v for s in spans for k in _CONVERSATION_KEYS if isinstance(v := s.marks.get(k), str)
         ]
-        sample = self.sampler.may_sample(
+        return self.sampler.may_sample(
             trace.trace_id,
             ((s.service, s.name, s.marks) for s in spans),
             error=trace.error,
             conversation_ids=convs,
         )
+
+    def _awaits_content(self, trace: Trace) -> bool:
+        """The assembly buffer's test: hold ``trace`` for its log records (online/ingest/logwait)
+        only when it may be evaluated or read for agent signals."""
+        return awaits_log_content(trace) and (
+            self._may_sample(trace) or (self.o.agent_signals and looks_agent(trace.spans.values()))
+        )
+
+    def _start(self, trace: Trace) -> None:
+        spans = trace.spans.values()
+        sample = self._may_sample(trace)
         if not sample and not (self.o.agent_signals and looks_agent(spans)):
             self._signals_only(trace, [])  # not sampled, no agent: done
             return
@@ -375,8 +399,8 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, PartitionLifecycle, LagHook
             log.info("no case for %s", err.detail)
             self._skip(err.reason)
         if not cases:
-            if not errors and not crashed:
-                self._skip("no_case")
+            if not errors and not crashed:  # content_missing: its log records never came
+                self._skip("content_missing" if trace.content_missing else "no_case")
             self._finish(trace)
             return
         active = self._new_active(trace)

@@ -10,8 +10,17 @@ Memory is bounded: when the buffer holds more than ``max_traces`` traces or ``ma
 log records, the oldest traces are handed out early (trigger ``evicted``, counted by reason) so
 they are still evaluated on what arrived rather than silently dropped.
 
-Late spans of a trace already handed out are counted (``late_spans``) and ignored: a trace is
-never scored twice by one process. Remembered trace ids are bounded (an LRU).
+A trace whose content comes in log records (``awaits_content``, e.g.
+:func:`~nexagauge.online.ingest.logwait.awaits_log_content`) and has not come when its root/turn
+deadline passes waits up to ``content_wait_s`` longer, once; it is handed on as soon as the
+records arrive, or at the end of the wait marked ``content_missing`` (counted). Log records
+travel in other batches than spans (other collector pipelines, topics, partitions) and may reach
+the evaluator after the grace.
+
+Late spans of a trace already handed out are counted (``late``) and ignored, late log records by
+reason (``late_logs``: ``content_missing`` when the trace was handed on without the content they
+bring, else ``trace_done``): a trace is never scored twice by one process. Remembered trace ids
+are bounded (an LRU).
 
 Each trace remembers which Kafka messages fed it (``sources``) so the offset tracker can commit
 only what is finished.
@@ -29,6 +38,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -42,6 +52,9 @@ Added = Literal["new", "seen", "late"]
 Trigger = Literal["root_end", "turn_end", "inactivity", "evicted"]
 #: (topic, partition, offset) of the Kafka message that delivered a span or log record
 Source = tuple[str, int, int]
+#: reasons of ``late_logs``: the trace was handed on without the content the record brings, or
+#: handed on otherwise (its content was there, or the record is a re-delivery)
+LATE_LOG_REASONS = ("content_missing", "trace_done")
 
 
 @dataclass(slots=True)
@@ -57,6 +70,10 @@ class Trace:
     #: monotonic deadline after which the trace is complete (root/turn end + grace)
     deadline: float | None = None
     mark: Trigger | None = None
+    #: the content wait was applied (once per trace)
+    waited: bool = False
+    #: handed on after the content wait without the content its log records bring
+    content_missing: bool = False
 
     @property
     def size(self) -> int:
@@ -78,29 +95,42 @@ class TraceBuffer:
         max_traces: int = 10_000,
         max_spans: int = 200_000,
         remember_done: int | None = None,
+        content_wait_s: float = 0.0,
+        awaits_content: Callable[[Trace], bool] | None = None,
     ) -> None:
         self.grace_s = grace_s
+        self.content_wait_s = content_wait_s
+        self._awaits = awaits_content if content_wait_s > 0 else None
         self.inactivity_s = inactivity_s
         self.max_traces = max(1, max_traces)
         self.max_spans = max(1, max_spans)
         self._traces: OrderedDict[bytes, Trace] = OrderedDict()  # by last activity
         self._created: OrderedDict[bytes, None] = OrderedDict()  # by creation (eviction order)
         self._marked: dict[bytes, float] = {}
-        self._done: OrderedDict[bytes, None] = OrderedDict()
+        #: handed-out trace ids -> whether handed on without their log content
+        self._done: OrderedDict[bytes, bool] = OrderedDict()
         self._remember = remember_done or max(1000, self.max_traces * 10)
         self._ready: list[tuple[Trace, Trigger]] = []
         self.n_spans = 0
         self.late = 0
+        self.late_logs: Counter[str] = Counter({r: 0 for r in LATE_LOG_REASONS})
+        #: traces that waited for log content; of them, handed on without it
+        self.content_waits = 0
+        self.content_missing = 0
         self.evicted: Counter[str] = Counter()
         self.assembled: Counter[str] = Counter()
 
     # -- input ------------------------------------------------------------------------------
     def _trace_for(
-        self, trace_id: bytes, source: Source | None, now: float
+        self, trace_id: bytes, source: Source | None, now: float, log: bool = False
     ) -> tuple[Trace | None, Added]:
         # ``now`` here is the idle clock: it times inactivity (see poll)
-        if trace_id in self._done:
-            self.late += 1
+        missing = self._done.get(trace_id)
+        if missing is not None:
+            if log:
+                self.late_logs["content_missing" if missing else "trace_done"] += 1
+            else:
+                self.late += 1
             return None, "late"
         t = self._traces.get(trace_id)
         if t is None:
@@ -147,11 +177,15 @@ class TraceBuffer:
         self, log: LogRef, source: Source | None, now: float, idle_now: float | None = None
     ) -> Added:
         """Add a GenAI log record (joined to its span at extraction); see :meth:`add_span`."""
-        t, added = self._trace_for(log.trace_id, source, now if idle_now is None else idle_now)
+        t, added = self._trace_for(
+            log.trace_id, source, now if idle_now is None else idle_now, log=True
+        )
         if t is None:
             return added
         t.logs.append(log)
         self.n_spans += 1
+        if t.waited and self._awaits is not None and not self._awaits(t):
+            self._marked[t.trace_id] = t.deadline = now  # its content came: hand it on now
         self._enforce_limits()
         return added
 
@@ -175,8 +209,17 @@ class TraceBuffer:
         for tid, deadline in list(self._marked.items()):
             if deadline <= now:
                 t = self._traces.get(tid)
-                if t is not None:
-                    out.append((self._take(t), t.mark or "root_end"))
+                if t is None:
+                    continue
+                if self._awaits is not None and self._awaits(t):
+                    if not t.waited:  # its log records may still be on their way: wait, once
+                        t.waited = True
+                        self.content_waits += 1
+                        self._marked[tid] = t.deadline = deadline + self.content_wait_s
+                        continue
+                    t.content_missing = True
+                    self.content_missing += 1
+                out.append((self._take(t), t.mark or "root_end"))
         while self._traces:
             tid, t = next(iter(self._traces.items()))
             if idle - t.last_seen < self.inactivity_s:
@@ -199,7 +242,7 @@ class TraceBuffer:
         self._created.pop(tid, None)
         self._marked.pop(tid, None)
         self.n_spans -= t.size
-        self._done[tid] = None
+        self._done[tid] = t.content_missing
         while len(self._done) > self._remember:
             self._done.popitem(last=False)
         return t
