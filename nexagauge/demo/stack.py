@@ -268,6 +268,7 @@ class EmbeddedCollector(ManagedProcess):
         *,
         batch_timeout_ms: int = 50,
         batch_max_spans: int = 512,
+        logs_batch_timeout_ms: int | None = None,
     ) -> None:
         super().__init__()
         self.grpc_port, self.http_port = free_port(), free_port()
@@ -295,7 +296,7 @@ class EmbeddedCollector(ManagedProcess):
             "--logs-batch-max-size",
             str(batch_max_spans),
             "--logs-batch-timeout",
-            f"{batch_timeout_ms}ms",
+            f"{batch_timeout_ms if logs_batch_timeout_ms is None else logs_batch_timeout_ms}ms",
         ]
         if logs_topic:
             argv += ["--kafka-exporter-logs-topic", logs_topic]

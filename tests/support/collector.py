@@ -20,8 +20,18 @@ class RotelCollector(EmbeddedCollector):
     """rotel on free loopback ports (OTLP gRPC + HTTP in, ``otlp_proto`` Kafka messages out),
     listening on both when the constructor returns; ``with`` stops it and removes its temp dir."""
 
-    def __init__(self, brokers: str, *, traces_topic: str, logs_topic: str | None = None) -> None:
-        super().__init__(brokers, traces_topic, logs_topic)
+    def __init__(
+        self,
+        brokers: str,
+        *,
+        traces_topic: str,
+        logs_topic: str | None = None,
+        logs_batch_timeout_ms: int | None = None,
+    ) -> None:
+        """``logs_batch_timeout_ms``: hold log records that long (default: as spans, 50 ms)."""
+        super().__init__(
+            brokers, traces_topic, logs_topic, logs_batch_timeout_ms=logs_batch_timeout_ms
+        )
 
     @property
     def grpc_endpoint(self) -> str:
