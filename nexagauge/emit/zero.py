@@ -11,7 +11,8 @@ metrics, every label combination known in advance is created at zero:
 * from the configuration (:func:`start_configured`, called by the online service at start):
   for each judge-calling node of the plan and its judge model, the calls by outcome, tokens by
   direction, spend and latency; each metric skip code for each planned metric node; the budget
-  gauges of both windows (remaining = the cap, ``+Inf`` without one; exhausted = 0);
+  gauges of both windows (remaining = the cap, ``+Inf`` without one; exhausted = 0); the
+  sampling rules (``default``, ``error``, each configured rule's name);
 * when a label set first appears (``EvaluatorMetrics``): the other evaluation status of the same
   service/route/model, the other claim verdict of the same metric, the other judge outcomes of the
   same node and model.
@@ -42,6 +43,7 @@ def start_configured(
     judge_nodes: Mapping[str, str | None] | None = None,
     metric_nodes: Iterable[str] = (),
     budgets: Mapping[str, float | None] | None = None,
+    sampling_rules: Iterable[str] = (),
 ) -> None:
     """Create the label sets the configuration makes known.
 
@@ -50,6 +52,8 @@ def start_configured(
         metric_nodes: the planned metric nodes (each gets every metric skip code at 0).
         budgets: ``{"hour": cap or None, "day": cap or None}`` (USD); a window without a cap is
             reported as ``+Inf`` remaining and never exhausted.
+        sampling_rules: rule names of ``nexagauge_traces_sampled_total`` (a burst sampled before
+            the first scrape otherwise starts the series at its final value: a rate of 0).
 
     Example:
         >>> from nexagauge.emit.prometheus import EvaluatorMetrics
@@ -68,6 +72,8 @@ def start_configured(
             m.skipped.labels(reason=code.value, node=m.node_label(node))
     for window, cap in (budgets or {}).items():
         m.set_budget(window, math.inf if cap is None else cap, False)
+    for rule in sampling_rules:
+        m.trace_sampled(rule, 0)
 
 
 def start_for_service(m: EvaluatorMetrics, settings: Any, judge_kind: str | None) -> None:
@@ -96,4 +102,5 @@ def start_for_service(m: EvaluatorMetrics, settings: Any, judge_kind: str | None
             "hour": settings.sampling.budget_usd_per_hour,
             "day": settings.sampling.budget_usd_per_day,
         },
+        sampling_rules=["default", "error", *(r.name for r in settings.sampling.rules)],
     )

@@ -235,3 +235,16 @@ def test_label_values_from_app_data_never_carry_secrets() -> None:
         assert token[:10] not in v and "AKIAIOSFODNN" not in v, v
         assert "[scrubbed" in v or v.startswith("x" * 120), v
         assert lim("service", raw) == v  # stable: one label value per raw value
+
+
+def test_sampling_rules_of_the_configuration_start_at_zero() -> None:
+    """A burst sampled before Prometheus' first scrape would otherwise start the series at its
+    final value: ``rate()`` 0, and the "Sampling share" panel empty (seen with concurrent apps
+    in tests/online/test_instrumented_e2e.py)."""
+    from nexagauge.emit.zero import start_for_service
+    from nexagauge.settings import Settings
+
+    m = EvaluatorMetrics()
+    start_for_service(m, Settings(sampling={"rules": [{"name": "vip", "service": "a"}]}), None)
+    for rule in ("default", "error", "vip"):
+        assert m.registry.get_sample_value("nexagauge_traces_sampled_total", {"rule": rule}) == 0

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 KINDS = ("openai-v2-default", "openai-v2-span", "openai-v2-events", "openinference", "traceloop")
@@ -191,6 +194,30 @@ def main() -> int:
     with open(out, "w") as fh:
         json.dump(turns, fh)
     return 0
+
+
+def run_apps(
+    kinds: tuple[str, ...] | list[str],
+    collector: str,
+    llm_url: str,
+    out_dir: Path,
+    env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Run one app process per kind, all at once; their turns in ``kinds`` order (each app's
+    exit code checked, each wrote :data:`TURNS` turns)."""
+    repo = Path(__file__).resolve().parents[2]
+
+    def one(kind: str) -> list[dict[str, Any]]:
+        out = out_dir / f"{kind}.json"
+        argv = [sys.executable, "-m", "tests.online.rag_apps", kind, collector, llm_url, str(out)]
+        run = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120, env=env)
+        assert run.returncode == 0, f"{kind}: {run.stderr[-3000:]}"
+        got: list[dict[str, Any]] = json.loads(out.read_text())
+        assert len(got) == TURNS, (kind, got)
+        return got
+
+    with ThreadPoolExecutor(len(kinds)) as pool:
+        return [t for got in pool.map(one, kinds) for t in got]
 
 
 if __name__ == "__main__":

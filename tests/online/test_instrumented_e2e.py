@@ -21,7 +21,6 @@ Asserted, per turn and in total:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -38,7 +37,7 @@ import pytest
 from nexagauge.sdk import conventions as C
 
 from .kafka_helpers import serve_settings, toml_config, topics
-from .rag_apps import KINDS, SYSTEM, TURNS
+from .rag_apps import KINDS, SYSTEM, TURNS, run_apps
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -148,32 +147,11 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(
                 assert serve.poll() is None, log_path.read_text()[-3000:]
                 assert time.monotonic() < deadline, "serve never became ready"
                 time.sleep(0.2)
-            # -- the apps, one process per library / content mode, one after the other: run
-            # at once, the traces whose content is in log records (openai-v2 default and events
-            # modes) were sometimes not evaluated (3 runs of 7; issue 33 report) ---------------
-            turns: list[dict[str, Any]] = []
-            for kind in KINDS:
-                out = tmp_path / f"{kind}.json"
-                app = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "tests.online.rag_apps",
-                        kind,
-                        col.grpc_endpoint,
-                        llm.base_url,
-                        str(out),
-                    ],
-                    cwd=REPO,
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    env=env,
-                )
-                assert app.returncode == 0, f"{kind}: {app.stderr[-3000:]}"
-                got = json.loads(out.read_text())
-                assert len(got) == TURNS, (kind, got)
-                turns += got
+
+            # -- the apps, one process per library / content mode, all at once: the openai-v2
+            # traces whose content comes in log records (default and events modes) wait for
+            # them past the grace (online.log_content_wait_s, tests/online/test_log_content_*) -
+            turns = run_apps(KINDS, col.grpc_endpoint, llm.base_url, tmp_path, env)
             by_trace = {t["trace_id"]: t for t in turns}
             n = len(by_trace)
             assert n == len(KINDS) * TURNS

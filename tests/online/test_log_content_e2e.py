@@ -13,23 +13,19 @@ with its content, and nothing is counted missing or late.
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.serve_process import REPO, ServeProcess
+from support.serve_process import ServeProcess
 
 from nexagauge.sdk import conventions as C
 
 from .kafka_helpers import serve_settings, toml_config, topics
-from .rag_apps import SYSTEM, TURNS
+from .rag_apps import SYSTEM, TURNS, run_apps
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 KINDS = ("openai-v2-default", "openai-v2-events")
@@ -110,23 +106,7 @@ def test_content_records_behind_the_grace_are_waited_for(tmp_path: Path, broker:
         with ServeProcess(cfg, metrics_port, tmp_path / "serve.log", env=env) as srv:
             _wait_assigned(metrics_port, names)
 
-            def app(kind: str) -> list[dict[str, Any]]:
-                out = tmp_path / f"{kind}.json"
-                argv = [sys.executable, "-m", "tests.online.rag_apps", kind, col.grpc_endpoint]
-                run = subprocess.run(
-                    [*argv, llm.base_url, str(out)],
-                    cwd=REPO,
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    env=srv.env,
-                )
-                assert run.returncode == 0, f"{kind}: {run.stderr[-3000:]}"
-                got: list[dict[str, Any]] = json.loads(out.read_text())
-                return got
-
-            with ThreadPoolExecutor(len(KINDS)) as pool:  # both apps at once
-                turns = [t for got in pool.map(app, KINDS) for t in got]
+            turns = run_apps(KINDS, col.grpc_endpoint, llm.base_url, tmp_path, srv.env)
             by_trace = {t["trace_id"]: t for t in turns}
             assert len(by_trace) == len(KINDS) * TURNS
             rx.wait_for_spans(
