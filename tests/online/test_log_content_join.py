@@ -276,6 +276,25 @@ async def test_traces_that_cannot_get_log_content_are_not_held(
     assert skipped(m, "content_missing") == 0.0
 
 
+async def test_the_wait_stands_still_while_partitions_are_paused() -> None:
+    """Behind paused partitions (backpressure) the records sit unread: the wait is timed on the
+    inactivity clock, which stops meanwhile, so a pause does not use it up."""
+    clock = Clock()
+    stage, em, m = make_stage(clock, log_content_wait_s=2.0)
+    spans, logs = v2_trace(rand_tid(), "events")
+    await stage.handle(TP, [rec(0, spans, SIGNAL_TRACES)])
+    await step(stage, clock, 0.6)  # past the grace: waiting
+    stage.on_paused(1)
+    await step(stage, clock, 30.0)
+    stage.on_paused(0)
+    await step(stage, clock, 1.0)
+    assert len(stage.buffer) == 1 and committed(stage) is None
+    await stage.handle(TP, [rec(1, logs, SIGNAL_LOGS)])
+    await step(stage, clock, 0.1)
+    assert_evaluated_with_content(em)
+    assert committed(stage) == 2 and skipped(m, "content_missing") == 0.0
+
+
 async def test_a_revoked_partition_drops_a_waiting_trace_for_its_next_owner() -> None:
     """A trace waiting for its records when its partition is revoked is dropped, not handed on
     nor remembered as done: the new owner (or this member, re-assigned) assembles it anew."""
@@ -336,3 +355,34 @@ def test_which_spans_wait_for_log_content() -> None:
         assert awaits_log_content(trace) is waits, what  # another span's output
         trace.logs.append(LogRef(t, sid(2), C.EVENT_GEN_AI_CHOICE, 1))
         assert awaits_log_content(trace) is False, what
+
+
+def test_a_waiting_trace_evicted_or_inactive_is_handed_on_as_content_missing() -> None:
+    from nexagauge.online.ingest.assembly import TraceBuffer
+    from nexagauge.online.ingest.decode import decode_logs, decode_traces
+    from nexagauge.online.ingest.logwait import LOG_CONTENT_MARK_KEYS, awaits_log_content
+
+    for how in ("evicted", "inactivity"):
+        buf = TraceBuffer(
+            grace_s=0.5,
+            inactivity_s=3.0,
+            max_traces=1,
+            content_wait_s=10.0,
+            awaits_content=awaits_log_content,
+        )
+        first, other = rand_tid(), rand_tid()
+        spans, logs = v2_trace(first, "default")
+        for s in decode_traces(spans, wanted=LOG_CONTENT_MARK_KEYS).spans:
+            buf.add_span(s, ("t", 0, 0), now=0.0)
+        assert buf.poll(now=1.0) == [] and buf.content_waits == 1
+        if how == "evicted":
+            other_spans = decode_traces(v2_trace(other, "default")[0]).spans
+            buf.add_span(other_spans[0], ("t", 0, 1), now=1.5)
+            [(t, trigger)] = buf.poll(now=1.5)
+        else:
+            [(t, trigger)] = buf.poll(now=4.5)
+        assert (t.trace_id, trigger, t.content_missing) == (first, how, True)
+        assert buf.content_missing == 1
+        for lg in decode_logs(logs).logs:
+            assert buf.add_log(lg, ("t", 0, 2), now=5.0) == "late"
+        assert buf.late_logs == {"content_missing": 3, "trace_done": 0}

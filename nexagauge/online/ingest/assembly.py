@@ -12,10 +12,11 @@ they are still evaluated on what arrived rather than silently dropped.
 
 A trace whose content comes in log records (``awaits_content``, e.g.
 :func:`~nexagauge.online.ingest.logwait.awaits_log_content`) and has not come when its root/turn
-deadline passes waits up to ``content_wait_s`` longer, once; it is handed on as soon as the
-records arrive, or at the end of the wait marked ``content_missing`` (counted). Log records
-travel in other batches than spans (other collector pipelines, topics, partitions) and may reach
-the evaluator after the grace.
+deadline passes waits up to ``content_wait_s`` longer, once, timed on the inactivity clock (the
+records may sit unread behind paused partitions); it is handed on as soon as the records arrive,
+or at the end of the wait (or evicted, or inactive while waiting) marked ``content_missing``
+(counted). Log records travel in other batches than spans (other collector pipelines, topics,
+partitions) and may reach the evaluator after the grace.
 
 Late spans of a trace already handed out are counted (``late``) and ignored, late log records by
 reason (``late_logs``: ``content_missing`` when the trace was handed on without the content they
@@ -72,7 +73,7 @@ class Trace:
     mark: Trigger | None = None
     #: the content wait was applied (once per trace)
     waited: bool = False
-    #: handed on after the content wait without the content its log records bring
+    #: handed on while waiting for the content its log records bring
     content_missing: bool = False
 
     @property
@@ -107,6 +108,8 @@ class TraceBuffer:
         self._traces: OrderedDict[bytes, Trace] = OrderedDict()  # by last activity
         self._created: OrderedDict[bytes, None] = OrderedDict()  # by creation (eviction order)
         self._marked: dict[bytes, float] = {}
+        #: traces waiting for log content -> end of the wait (inactivity clock)
+        self._waiting: dict[bytes, float] = {}
         #: handed-out trace ids -> whether handed on without their log content
         self._done: OrderedDict[bytes, bool] = OrderedDict()
         self._remember = remember_done or max(1000, self.max_traces * 10)
@@ -184,8 +187,10 @@ class TraceBuffer:
             return added
         t.logs.append(log)
         self.n_spans += 1
-        if t.waited and self._awaits is not None and not self._awaits(t):
-            self._marked[t.trace_id] = t.deadline = now  # its content came: hand it on now
+        tid = t.trace_id
+        if tid in self._waiting and self._awaits is not None and not self._awaits(t):
+            del self._waiting[tid]  # its content came: hand it on now
+            self._marked[tid] = t.deadline = now
         self._enforce_limits()
         return added
 
@@ -211,14 +216,16 @@ class TraceBuffer:
                 t = self._traces.get(tid)
                 if t is None:
                     continue
-                if self._awaits is not None and self._awaits(t):
-                    if not t.waited:  # its log records may still be on their way: wait, once
-                        t.waited = True
-                        self.content_waits += 1
-                        self._marked[tid] = t.deadline = deadline + self.content_wait_s
-                        continue
-                    t.content_missing = True
-                    self.content_missing += 1
+                if not t.waited and self._awaits is not None and self._awaits(t):
+                    t.waited = True  # its log records may still be on their way: wait, once
+                    self.content_waits += 1
+                    del self._marked[tid]
+                    self._waiting[tid] = idle + self.content_wait_s
+                    continue
+                out.append((self._take(t), t.mark or "root_end"))
+        for tid, until in list(self._waiting.items()):
+            if until <= idle:  # the wait is over: on without its content (counted in _take)
+                t = self._traces[tid]
                 out.append((self._take(t), t.mark or "root_end"))
         while self._traces:
             tid, t = next(iter(self._traces.items()))
@@ -241,6 +248,9 @@ class TraceBuffer:
         self._traces.pop(tid, None)
         self._created.pop(tid, None)
         self._marked.pop(tid, None)
+        if self._waiting.pop(tid, None) is not None:
+            t.content_missing = True
+            self.content_missing += 1
         self.n_spans -= t.size
         self._done[tid] = t.content_missing
         while len(self._done) > self._remember:
@@ -275,6 +285,7 @@ class TraceBuffer:
                 self._traces.pop(tid, None)
                 self._created.pop(tid, None)
                 self._marked.pop(tid, None)
+                self._waiting.pop(tid, None)
                 self.n_spans -= t.size
                 removed.append(t)
         return removed
