@@ -34,6 +34,8 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from nexagauge.online.delivery.offsets import OffsetTracker
@@ -54,6 +56,12 @@ BROKER_POSITION_TTL_S = 10.0
 #: records consumed, a seek, a resume, a rebalance) wakes it at once anyway. Five rounds a
 #: second per consumer were half of an idle serve's loop wakeups.
 FETCHER_WAKE_MS = 1000
+#: partition assignment: range first, so partition *p* of every topic a member reads goes to the
+#: same member (a trace's spans and its GenAI log records, keyed alike by the collector, meet in
+#: one member even without the re-key stage; round-robin, aiokafka's default, spreads them:
+#: 3 members x 4 partitions share none). Round-robin stays listed so that a group upgraded one
+#: member at a time keeps a protocol every member speaks; Kafka picks the first one all support.
+ASSIGNORS = (RangePartitionAssignor, RoundRobinPartitionAssignor)
 
 
 class Handler(Protocol):
@@ -198,6 +206,7 @@ class ConsumerLoop:
             heartbeat_interval_ms=k.heartbeat_interval_ms,
             max_poll_interval_ms=k.max_poll_interval_ms,
             consumer_timeout_ms=FETCHER_WAKE_MS,
+            partition_assignment_strategy=ASSIGNORS,
             client_id=self.client_id or f"nexagauge-{self.group_id}",
             **client_kwargs(k),
         )
