@@ -169,6 +169,11 @@ class KafkaSettings(_Section):
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100)
     max_poll_interval_ms: int = Field(default=300_000, ge=1000)
+    #: how the group assigns partitions, in order of preference: "range" gives a member partition
+    #: p of every topic it reads (a trace's spans and GenAI log records meet without the re-key
+    #: stage); add "roundrobin" after it while replacing members one at a time that ran a version
+    #: before it (round-robin only: a group needs one protocol every member speaks)
+    assignors: list[Literal["range", "roundrobin"]] = Field(default=["range"], min_length=1)
     #: create the evaluator's own topics (re-keyed spans, dead letters) when missing
     create_topics: bool = True
     #: partitions of topics the evaluator creates (the unit of parallelism of the group)

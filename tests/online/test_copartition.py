@@ -47,8 +47,13 @@ class _Idle:
         return None
 
 
-def test_range_is_preferred_and_round_robin_kept_for_rolling_upgrades() -> None:
-    assert [a.name for a in ASSIGNORS] == ["range", "roundrobin"]
+def test_range_by_default_and_round_robin_on_request_for_rolling_upgrades() -> None:
+    assert KafkaSettings().assignors == ["range"]
+    assert [ASSIGNORS[a].name for a in ["range", "roundrobin"]] == ["range", "roundrobin"]
+    with pytest.raises(ValueError):
+        KafkaSettings(assignors=[])
+    with pytest.raises(ValueError):
+        KafkaSettings(assignors=["sticky"])  # type: ignore[list-item]
 
 
 @pytest.mark.integration

@@ -56,12 +56,11 @@ BROKER_POSITION_TTL_S = 10.0
 #: records consumed, a seek, a resume, a rebalance) wakes it at once anyway. Five rounds a
 #: second per consumer were half of an idle serve's loop wakeups.
 FETCHER_WAKE_MS = 1000
-#: partition assignment: range first, so partition *p* of every topic a member reads goes to the
-#: same member (a trace's spans and its GenAI log records, keyed alike by the collector, meet in
-#: one member even without the re-key stage; round-robin, aiokafka's default, spreads them:
-#: 3 members x 4 partitions share none). Round-robin stays listed so that a group upgraded one
-#: member at a time keeps a protocol every member speaks; Kafka picks the first one all support.
-ASSIGNORS = (RangePartitionAssignor, RoundRobinPartitionAssignor)
+#: ``kafka.assignors`` names -> aiokafka's assignors. Range (the default) gives a member partition
+#: *p* of every topic it reads, so a trace's spans and its GenAI log records, keyed alike by the
+#: collector, meet in one member even without the re-key stage; round-robin (aiokafka's default,
+#: and this evaluator's before) spread them: 3 members x 4 partitions shared none.
+ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
 
 
 class Handler(Protocol):
@@ -206,7 +205,7 @@ class ConsumerLoop:
             heartbeat_interval_ms=k.heartbeat_interval_ms,
             max_poll_interval_ms=k.max_poll_interval_ms,
             consumer_timeout_ms=FETCHER_WAKE_MS,
-            partition_assignment_strategy=ASSIGNORS,
+            partition_assignment_strategy=tuple(ASSIGNORS[a] for a in k.assignors),
             client_id=self.client_id or f"nexagauge-{self.group_id}",
             **client_kwargs(k),
         )
