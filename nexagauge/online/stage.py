@@ -448,8 +448,12 @@ class EvaluatorStage(CaseLifecycle, SignalLifecycle, PartitionLifecycle, LagHook
 
     # -- consumer-loop hooks ----------------------------------------------------------------
     def wakeup_s(self) -> float:
-        """When :meth:`tick` is due: soon while traces are buffered or cases wait, else idle."""
-        return 0.1 if len(self.buffer) or self._ready or self._starting else 1.0
+        """When :meth:`tick` is due: soon while cases wait for a slot, else when the next
+        buffered trace completes (grace, log-content wait or inactivity; at most 1 s away)."""
+        if self._ready or self._starting:
+            return 0.1
+        due = self.buffer.next_due(self.clock(), self._idle_now())
+        return 1.0 if due is None else min(1.0, due)
 
     def saturated(self) -> bool:
         if self.breaker is not None and not self.breaker.is_closed:

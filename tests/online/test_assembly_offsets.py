@@ -55,6 +55,22 @@ def test_inactivity_completes_rootless_traces() -> None:
     assert [(t.trace_id[-1], trig) for t, trig in b.poll(now=8.0)] == [(4, "inactivity")]
 
 
+def test_next_due_is_when_poll_next_hands_a_trace_out() -> None:
+    b = TraceBuffer(grace_s=2.0, inactivity_s=5.0)
+    assert b.next_due(0.0) is None
+    b.add_span(rec(6, 5, parent=4), None, now=0.0)  # rootless: handed on idle at 5.0
+    assert b.next_due(1.0) == 4.0
+    b.add_span(rec(7, 1), None, now=1.0)  # root ended: complete at 3.0
+    assert b.next_due(1.5) == 1.5
+    assert b.poll(now=2.9) == [] and abs(b.next_due(2.9) - 0.1) < 1e-9  # type: ignore[operator]
+    assert [t.trace_id[-1] for t, _ in b.poll(now=3.0)] == [7]
+    assert b.next_due(3.0) == 2.0 and b.next_due(9.0) == 0.0
+    waits = TraceBuffer(grace_s=1.0, inactivity_s=60.0, content_wait_s=4.0, awaits_content=bool)
+    waits.add_span(rec(8, 1), None, now=0.0)
+    assert waits.next_due(0.0) == 1.0 and waits.poll(now=1.0) == []  # now waits for its logs
+    assert waits.next_due(1.0) == 4.0 and len(waits.poll(now=5.0)) == 1
+
+
 def test_unended_root_does_not_complete() -> None:
     b = TraceBuffer(grace_s=0.0, inactivity_s=5.0)
     b.add_span(rec(5, 1, end=0), None, now=0.0)

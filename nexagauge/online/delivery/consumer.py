@@ -199,6 +199,7 @@ class ConsumerLoop:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=k.fetch_max_wait_ms,
+            fetch_min_bytes=k.fetch_min_bytes,
             max_partition_fetch_bytes=max(k.max_message_bytes, 1024 * 1024),
             fetch_max_bytes=max(k.max_message_bytes * 2, 52428800),
             session_timeout_ms=k.session_timeout_ms,

@@ -236,6 +236,23 @@ class TraceBuffer:
             self.assembled[trig] += 1
         return out
 
+    def next_due(self, now: float, idle_now: float | None = None) -> float | None:
+        """Seconds until :meth:`poll` has something to hand out (0: now; None: nothing buffered),
+        clocks as in :meth:`poll`: the stage sleeps until then instead of polling ten times a
+        second (new records wake it anyway)."""
+        if self._ready:
+            return 0.0
+        if not self._traces:
+            return None
+        idle = now if idle_now is None else idle_now
+        oldest = next(iter(self._traces.values()))  # by last activity: the first to go idle
+        due = oldest.last_seen + self.inactivity_s - idle
+        if self._marked:
+            due = min(due, min(self._marked.values()) - now)
+        if self._waiting:
+            due = min(due, min(self._waiting.values()) - idle)
+        return max(0.0, due)
+
     def flush(self) -> list[tuple[Trace, Trigger]]:
         """Hand out everything buffered (used only by tests and benchmarks)."""
         out, self._ready = self._ready, []
