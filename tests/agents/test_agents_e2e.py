@@ -23,7 +23,6 @@ evaluation ok).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -94,7 +93,7 @@ def _run_app(kind: str, endpoint: str, llm_url: str, out: Path, env: dict[str, s
 
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seen]:
-    from online.kafka_helpers import serve_settings, toml_config, topics
+    from online.kafka_helpers import topics, write_serve_config
     from support.broker import TansuBroker, free_port
     from support.collector import RotelCollector
     from support.openai_server import OpenAIServer, Reply
@@ -114,24 +113,22 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seen]:
     ):
         llm.handler = lambda req: Reply(body=S.llm_reply(req.body or {}, req.index))
         judge.handler = grounding_reply
-        asyncio.run(broker.create_topics({names["traces_topic"]: 3}))
-        cfg = toml_config(
-            tmp / "nexagauge.toml",
-            serve_settings(
-                bootstrap=broker.bootstrap,
-                names=names,
-                judge_url=judge.base_url,
-                otlp_endpoint=rx.endpoint_grpc,
-                metrics_port=metrics_port,
-                online={
-                    "nodes": ["relevance", "grounding", "conversation_relevance"],
-                    # generous on a shared 2-core machine: a turn judged after a later one of
-                    # its conversation may be skipped as late (by design)
-                    "trace_grace_s": 1.0,
-                    "conversation_reorder_s": 3.0,
-                },
-                judge={"model": "gpt-4o-mini"},
-            ),
+        cfg = write_serve_config(
+            tmp,
+            broker,
+            names,
+            judge_server=judge,
+            receiver=rx,
+            metrics_port=metrics_port,
+            partitions={names["traces_topic"]: 3},
+            online={
+                "nodes": ["relevance", "grounding", "conversation_relevance"],
+                # generous on a shared 2-core machine: a turn judged after a later one of
+                # its conversation may be skipped as late (by design)
+                "trace_grace_s": 1.0,
+                "conversation_reorder_s": 3.0,
+            },
+            judge={"model": "gpt-4o-mini"},
         )
         log_path = tmp / "serve.log"
         log = log_path.open("wb")

@@ -130,6 +130,38 @@ def serve_settings(
     }
 
 
+def write_serve_config(
+    directory: Path,
+    broker: Any,
+    names: dict[str, str],
+    *,
+    judge_server: Any,
+    receiver: Any,
+    metrics_port: int,
+    partitions: dict[str, int] | None = None,
+    **settings: Any,
+) -> Path:
+    """Create an end-to-end test's fresh topics on ``broker`` (default: the traces topic with 3
+    partitions, the logs topic with 1) and write its ``nexagauge serve`` config to
+    ``directory``: :func:`serve_settings` with the judge at ``judge_server.base_url`` and
+    evaluation output to the OTLP ``receiver``; ``settings``: its ``online``/``kafka``/``sampling``/
+    ``judge`` keys."""
+    asyncio.run(
+        broker.create_topics(partitions or {names["traces_topic"]: 3, names["logs_topic"]: 1})
+    )
+    return toml_config(
+        directory / "nexagauge.toml",
+        serve_settings(
+            bootstrap=broker.bootstrap,
+            names=names,
+            judge_url=judge_server.base_url,
+            otlp_endpoint=receiver.endpoint_grpc,
+            metrics_port=metrics_port,
+            **settings,
+        ),
+    )
+
+
 def build_traces(n: int, seed: int = 0) -> tuple[list[bytes], list[str]]:
     """Messages holding spans of ``n`` traces, each trace split over two messages.
 

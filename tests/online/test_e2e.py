@@ -7,7 +7,6 @@ OpenAI-compatible server) -> evaluation spans received by an OTLP receiver, scor
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ import pytest
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import serve_settings, toml_config, topics
+from .kafka_helpers import topics, write_serve_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -59,18 +58,15 @@ def test_app_to_scores_end_to_end(tmp_path: Path, broker: Any) -> None:
             broker.bootstrap, traces_topic=names["traces_topic"], logs_topic=names["logs_topic"]
         ) as col,
     ):
-        asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
-        cfg = toml_config(
-            tmp_path / "nexagauge.toml",
-            serve_settings(
-                bootstrap=broker.bootstrap,
-                names=names,
-                judge_url=judge.base_url,
-                otlp_endpoint=rx.endpoint_grpc,
-                metrics_port=metrics_port,
-                online={"nodes": ["relevance", "grounding"], "trace_grace_s": 0.3},
-                judge={"api_key": "sk-test-not-a-real-key-123456"},
-            ),
+        cfg = write_serve_config(
+            tmp_path,
+            broker,
+            names,
+            judge_server=judge,
+            receiver=rx,
+            metrics_port=metrics_port,
+            online={"nodes": ["relevance", "grounding"], "trace_grace_s": 0.3},
+            judge={"api_key": "sk-test-not-a-real-key-123456"},
         )
         log = (tmp_path / "serve.log").open("wb")
         serve = subprocess.Popen(

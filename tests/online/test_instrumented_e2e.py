@@ -20,7 +20,6 @@ Asserted, per turn and in total:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
@@ -36,7 +35,7 @@ import pytest
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import serve_settings, toml_config, topics
+from .kafka_helpers import topics, write_serve_config
 from .rag_apps import KINDS, SYSTEM, TURNS, run_apps
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -101,27 +100,24 @@ def test_real_instrumentations_through_the_collector_give_exact_numbers(
         llm.handler = lambda req: Reply(
             content="The Lyon shop opens at 8 am on Sundays; dogs on a leash are welcome."
         )
-        asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
-        cfg = toml_config(
-            tmp_path / "nexagauge.toml",
-            serve_settings(
-                bootstrap=broker.bootstrap,
-                names=names,
-                judge_url=judge.base_url,
-                otlp_endpoint=rx.endpoint_grpc,
-                metrics_port=metrics_port,
-                online={
-                    "nodes": ["relevance", "grounding", "conversation_relevance", "geval"],
-                    "trace_grace_s": 0.5,
-                    "conversation_reorder_s": 0.5,
-                },
-                kafka={
-                    "turns_topic": names["traces_topic"] + "-turns",
-                    "conversation_changelog_topic": names["traces_topic"] + "-turns-changelog",
-                },
-                sampling={"budget_usd_per_hour": BUDGET},
-                judge={"model": "gpt-4o-mini"},
-            ),
+        cfg = write_serve_config(
+            tmp_path,
+            broker,
+            names,
+            judge_server=judge,
+            receiver=rx,
+            metrics_port=metrics_port,
+            online={
+                "nodes": ["relevance", "grounding", "conversation_relevance", "geval"],
+                "trace_grace_s": 0.5,
+                "conversation_reorder_s": 0.5,
+            },
+            kafka={
+                "turns_topic": names["traces_topic"] + "-turns",
+                "conversation_changelog_topic": names["traces_topic"] + "-turns-changelog",
+            },
+            sampling={"budget_usd_per_hour": BUDGET},
+            judge={"model": "gpt-4o-mini"},
         )
         log_path = tmp_path / "serve.log"
         log = log_path.open("wb")

@@ -12,7 +12,6 @@ with its content, and nothing is counted missing or late.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import urllib.request
 from collections import Counter
@@ -24,7 +23,7 @@ from support.serve_process import ServeProcess
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import serve_settings, toml_config, topics
+from .kafka_helpers import topics, write_serve_config
 from .rag_apps import SYSTEM, TURNS, run_apps
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -86,21 +85,18 @@ def test_content_records_behind_the_grace_are_waited_for(tmp_path: Path, broker:
         ) as col,
     ):
         llm.handler = lambda req: Reply(content="The Lyon shop opens at 8 am on Sundays.")
-        asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
-        cfg = toml_config(
-            tmp_path / "nexagauge.toml",
-            serve_settings(
-                bootstrap=broker.bootstrap,
-                names=names,
-                judge_url=judge.base_url,
-                otlp_endpoint=rx.endpoint_grpc,
-                metrics_port=metrics_port,
-                online={
-                    "nodes": ["relevance", "grounding"],
-                    "trace_grace_s": 0.5,
-                    "log_content_wait_s": CONTENT_WAIT_S,
-                },
-            ),
+        cfg = write_serve_config(
+            tmp_path,
+            broker,
+            names,
+            judge_server=judge,
+            receiver=rx,
+            metrics_port=metrics_port,
+            online={
+                "nodes": ["relevance", "grounding"],
+                "trace_grace_s": 0.5,
+                "log_content_wait_s": CONTENT_WAIT_S,
+            },
         )
         env = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
         with ServeProcess(cfg, metrics_port, tmp_path / "serve.log", env=env) as srv:

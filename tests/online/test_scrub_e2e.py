@@ -30,7 +30,7 @@ from support.serve_process import REPO, ServeProcess
 
 from nexagauge.sdk import conventions as C
 
-from .kafka_helpers import read_all, serve_settings, toml_config, topics
+from .kafka_helpers import read_all, topics, write_serve_config
 from .sensitive_apps import FILTER_MARKER, KINDS, answer_for
 
 pytestmark = pytest.mark.integration
@@ -64,22 +64,19 @@ def test_serve_sends_and_writes_nothing_sensitive(tmp_path: Path, broker: Any) -
             broker.bootstrap, traces_topic=names["traces_topic"], logs_topic=names["logs_topic"]
         ) as col,
     ):
-        asyncio.run(broker.create_topics({names["traces_topic"]: 3, names["logs_topic"]: 1}))
-        cfg = toml_config(
-            tmp_path / "nexagauge.toml",
-            serve_settings(
-                bootstrap=broker.bootstrap,
-                names=names,
-                judge_url=judge.base_url,
-                otlp_endpoint=rx.endpoint_grpc,
-                metrics_port=metrics_port,
-                online={
-                    "nodes": ["relevance", "grounding", "conversation_relevance"],
-                    "trace_grace_s": 2.0,  # openai-v2 content arrives in log records, later
-                    "conversation_reorder_s": 0.5,
-                    "scrub_pii": True,
-                },
-            ),
+        cfg = write_serve_config(
+            tmp_path,
+            broker,
+            names,
+            judge_server=judge,
+            receiver=rx,
+            metrics_port=metrics_port,
+            online={
+                "nodes": ["relevance", "grounding", "conversation_relevance"],
+                "trace_grace_s": 2.0,  # openai-v2 content arrives in log records, later
+                "conversation_reorder_s": 0.5,
+                "scrub_pii": True,
+            },
         )
         env = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100"}
         srv = ServeProcess(cfg, metrics_port, tmp_path / "serve.log", verbosity=2, env=env)
