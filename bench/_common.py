@@ -24,6 +24,7 @@ from _llm_child import LlmServer
 from _machine import (
     cpu_model,
     exit_on_sigterm,
+    load_line,
     machine,
     machine_line,
     mem_total_gib,
@@ -58,6 +59,7 @@ __all__ = [
     "cpu_model",
     "exit_on_sigterm",
     "load_cases",
+    "load_line",
     "machine",
     "machine_line",
     "mem_total_gib",

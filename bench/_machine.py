@@ -76,6 +76,14 @@ def machine_line() -> str:
     )
 
 
+def load_line(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The closing line of a bench report: the load average around the run (``machine()`` taken
+    before and after it) and the machine."""
+    return (
+        f"load avg before {before['load'][0]:.2f}, after {after['load'][0]:.2f}; {machine_line()}"
+    )
+
+
 def _status_kib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):

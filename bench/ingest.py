@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     Broker,
     exit_on_sigterm,
+    load_line,
     machine,
-    machine_line,
     sdk_trace_requests,
     table,
     unique_messages,
@@ -328,9 +328,7 @@ def report(rep: dict[str, Any]) -> str:
         f"ceiling {ceil:,.0f} spans/s (target >= 70%: {'met' if ratio >= 0.7 else 'NOT met'})"
     )
     mb, ma = info["machine_before"], info["machine_after"]
-    lines.append(
-        f"load avg before {mb['load'][0]:.2f}, after {ma['load'][0]:.2f}; {machine_line()}"
-    )
+    lines.append(load_line(mb, ma))
     return "\n".join(lines)
 
 

@@ -41,8 +41,8 @@ from _common import (
     Broker,
     BuiltTrace,
     exit_on_sigterm,
+    load_line,
     machine,
-    machine_line,
     peak_rss_kib,
     rss_kib,
     sdk_trace_requests,
@@ -233,8 +233,7 @@ def report(r: dict[str, Any]) -> str:
             f"{r['peak_kib'] * mib:.0f} MiB, {per:.1f} KiB per buffered trace "
             f"({per * 1024 / r['otlp_bytes_per_trace']:.1f}x its OTLP bytes), "
             f"{r['evicted']} evicted",
-            f"load avg before {r['machine_before']['load'][0]:.2f}, after "
-            f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
+            load_line(r["machine_before"], r["machine_after"]),
         ]
     )
 

@@ -56,8 +56,8 @@ from _common import (
     OtlpHttpSink,
     RagApp,
     exit_on_sigterm,
+    load_line,
     machine,
-    machine_line,
     percentile,
     table,
 )
@@ -446,8 +446,7 @@ def report(r: dict[str, Any]) -> str:
             f"{r['serve_idle_cpu_ms_per_s']:.2f} ms/s",
             f"RESULT online {t['evals_per_s']:.1f} evaluations/s at saturation; p50 "
             f"{s['p50_s']:.2f} s, p95 {s['p95_s']:.2f} s span end -> score at {s['rate']:g} traces/s",
-            f"load avg before {r['machine_before']['load'][0]:.2f}, after "
-            f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
+            load_line(r["machine_before"], r["machine_after"]),
         ]
     )
 

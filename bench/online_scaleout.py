@@ -42,8 +42,8 @@ from _common import (
     OtlpHttpSink,
     RagApp,
     exit_on_sigterm,
+    load_line,
     machine,
-    machine_line,
     table,
 )
 from online_latency import PARTITIONS, Serve, prom_value, toml
@@ -234,8 +234,7 @@ def report(r: dict[str, Any]) -> str:
             f"window, exact counts; duplicates {r['one']['duplicates']}+{r['two']['duplicates']}; "
             f"per-member /metrics reconcile: "
             f"{r['one']['per_member_reconciles'] and r['two']['per_member_reconciles']})",
-            f"load avg before {r['machine_before']['load'][0]:.2f}, after "
-            f"{r['machine_after']['load'][0]:.2f}; {machine_line()}",
+            load_line(r["machine_before"], r["machine_after"]),
         ]
     )
 
