@@ -28,6 +28,7 @@ from nexagauge.sdk.documents import all_str, normalize_documents
 from nexagauge.sdk.sampler_view import attributes_at_end
 from nexagauge.sdk.serialize import safe_repr
 from nexagauge.sdk.session import SESSION
+from nexagauge.sdk.span_attrs import set_all
 
 _get_value = otel_context.get_value
 _get_current = otel_context.get_current
@@ -90,7 +91,7 @@ def start(meta: Meta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | N
                 extra: dict[str, Any] = {}
                 input_attrs(call, extra, value)
                 if extra:
-                    span.set_attributes(extra)
+                    set_all(span, extra)
         if meta.context_name is not None:
             pos = meta.context_pos
             docs = (
@@ -111,9 +112,9 @@ def _common_end_attrs(call: Call, attrs: dict[str, Any]) -> None:
     if call.turn_end:
         attrs[C.NG_TURN_END] = True
     if call.marks:
-        attrs[C.NG_SCRUBBED] = list(call.marks)
+        attrs[C.NG_SCRUBBED] = tuple(call.marks)
     if call.original:
-        attrs[C.NG_TRUNCATED] = list(call.original)
+        attrs[C.NG_TRUNCATED] = tuple(call.original)
         for name, length in call.original.items():
             attrs[C.NG_ORIGINAL_LENGTH_PREFIX + name] = length
 
@@ -146,7 +147,7 @@ def end_ok(call: Call, result: Any, capture: bool) -> None:
         if call.knobs or call.marks or call.original or call.turn_end:
             _common_end_attrs(call, attrs)
         if attrs:
-            span.set_attributes(attrs)
+            set_all(span, attrs)
         span.end()
     except Exception as exc:
         end_quietly(call)
@@ -195,7 +196,7 @@ def end_error(call: Call, exc: BaseException) -> None:
         if call.input_text is not None or call.docs or call.strs:
             record_texts(call, attrs, None)
         _common_end_attrs(call, attrs)
-        span.set_attributes(attrs)
+        set_all(span, attrs)
         span.end()
     except Exception as inner:
         end_quietly(call)

@@ -21,6 +21,7 @@ from nexagauge.sdk._errors import internal_error
 from nexagauge.sdk.capture import output_message, record_texts
 from nexagauge.sdk.documents import get_field
 from nexagauge.sdk.serialize import to_text
+from nexagauge.sdk.span_attrs import set_all
 from nexagauge.sdk.spans import end_error, end_ok
 
 _attach = otel_context.attach
@@ -159,7 +160,7 @@ class _Stream:
             # chunks past the size limit were counted, not kept: report the full length
             attrs[C.GEN_AI_OUTPUT_MESSAGES] = output_message(call, text, reason, self.length)
         record_texts(call, attrs, None)  # the input and the documents
-        call.span.set_attributes(attrs)
+        set_all(call.span, attrs)
 
 
 def chunk_text(chunk: Any) -> str:
