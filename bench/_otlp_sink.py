@@ -96,14 +96,20 @@ class OtlpHttpSink:
                 return
 
             def _answer(self, code: int, data: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/x-protobuf")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the exporter went away (a member stopped mid-export): nobody to answer
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                try:
+                    body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                except ConnectionResetError:
+                    return  # the exporter went away mid-request
                 path = self.path.split("?", 1)[0].rstrip("/")
                 if path not in ("/v1/traces", "/v1/logs"):
                     self._answer(404, b"")

@@ -37,6 +37,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -346,6 +347,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     finally:
         sink.close()
         judge.close()
+    shutil.rmtree(tmp, ignore_errors=True)  # kept when the run failed: the serve log is in it
     out["machine_after"] = machine()
     return out
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -187,6 +188,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     finally:
         sink.close()
         judge.close()
+    shutil.rmtree(tmp, ignore_errors=True)  # kept when the run failed: the members' logs are in it
     for k in ("one", "two"):
         r = out[k]
         # /metrics was read before the sink snapshot: every counted evaluation is in the sink;

@@ -80,3 +80,25 @@ def test_sink_refuses_unknown_paths(sink: OtlpHttpSink) -> None:
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=5)
     assert e.value.code == 404
+
+
+def test_exporter_gone_before_the_answer_is_no_traceback(
+    sink: OtlpHttpSink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A member stopped with an export in flight (the scale-out bench stops members mid-run):
+    the sink's answer meets a closed socket and is dropped without a traceback."""
+    import socket
+    import struct
+    import time
+
+    for _ in range(20):
+        conn = socket.create_connection(("127.0.0.1", sink.port))
+        # RST on close, so the sink's answer meets a reset connection, not a half-closed one
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 0\r\n\r\n"
+        )
+        conn.close()
+    time.sleep(0.5)
+    assert "Traceback" not in capsys.readouterr().err
