@@ -63,7 +63,7 @@ from nexagauge.judge.jsonschema import strict_schema
 from nexagauge.judge.llm.answer_cache import CACHE_NAMESPACE, cache_key, load_answer, save_answer
 from nexagauge.judge.llm.answers import reask_messages, validate_answer
 from nexagauge.judge.llm.breaker import CircuitBreaker
-from nexagauge.judge.llm.http import ClientPool
+from nexagauge.judge.llm.http import ClientPool, JudgeClient
 from nexagauge.judge.llm.limits import RateLimiter
 from nexagauge.judge.llm.pricing import PriceTable
 from nexagauge.judge.llm.retry import (
@@ -271,7 +271,7 @@ class LLMJudge:
         )
 
     # ------------------------------------------------------------------ core
-    def _client(self, s: JudgeSettings) -> openai.AsyncOpenAI:
+    def _client(self, s: JudgeSettings) -> JudgeClient:
         key = s.api_key.get_secret_value() if s.api_key is not None else None
         return self._clients.get(
             (s.base_url, key, s.timeout_s),
@@ -380,13 +380,12 @@ class LLMJudge:
                     self.stats.by_node[node] = self.stats.by_node.get(node, 0) + 1
                     t0 = time.perf_counter()
                     try:
-                        # ``post`` with the encoded JSON body: the same request as
+                        # a POST of the encoded JSON body: the same request as
                         # ``chat.completions.create`` without its recursive parameter transform
-                        # and JSON encoding of the whole body per call (wire.RequestBodies);
-                        # ``bytes``: the raw answer, read below without building openai's models
-                        raw = await client.post(
-                            "/chat/completions", content=body.content, cast_to=bytes
-                        )
+                        # and JSON encoding of the whole body per call (wire.RequestBodies), from
+                        # options built once (http.JudgeClient); the raw answer is read below
+                        # without building openai's models
+                        raw = await client.post_bytes("/chat/completions", body.content)
                     except Exception:
                         self._observe(node, body.model, "error", time.perf_counter() - t0)
                         raise
