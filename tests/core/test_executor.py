@@ -295,3 +295,24 @@ async def test_small_cpu_work_runs_inline_and_large_work_off_the_loop() -> None:
         await rt.aclose()
     assert small is loop_thread
     assert large is not loop_thread and large.name.startswith("nexagauge-cpu")
+
+
+def test_upstream_digest_is_the_same_for_a_fresh_and_a_cached_output() -> None:
+    """A cache hit comes back with every item flagged ``cached`` and a zero cost; the nodes below
+    must key on the same digest either way, and on a different one when the content differs."""
+    from nexagauge.schema.results import Claim, ClaimsMetrics, Item
+
+    def claims(text: str) -> ClaimsMetrics:
+        return ClaimsMetrics(
+            claims=[
+                Claim(item=Item(id=f"c{i}", text=f"{text} {i}", tokens=3.0), source_chunk_index=i)
+                for i in range(3)
+            ],
+            cost=CostEstimate(input_tokens=120, output_tokens=30, cost=0.002),
+        )
+
+    fresh = claims("Paris is in France")
+    hit = executor_mod._mark_cached(fresh.model_copy(update={"cost": CostEstimate()}))
+    assert all(c.item.cached for c in hit.claims) and not any(c.item.cached for c in fresh.claims)
+    assert executor_mod._digest(fresh) == executor_mod._digest(hit)
+    assert executor_mod._digest(fresh) != executor_mod._digest(claims("Paris is in Texas"))
