@@ -156,7 +156,6 @@ def _record(
     """Record the call id, arguments and result (``None``: none, or the call failed) on the
     tool's span: one secret gate over the texts (the common case), else each cut and scrubbed."""
     try:
-        attrs: dict[str, Any] = {}
         texts: dict[str, str] = {}
         cid = spec.call_id_of(args, kwargs)
         if cid is not None:
@@ -171,16 +170,20 @@ def _record(
             limit = call.state.max_value_length
             # a result found clean is remembered like a retrieved passage (it is the agent's
             # evidence): returned again, it is not scanned again
-            res = texts.get(C.GEN_AI_TOOL_CALL_RESULT)
-            known = res is not None and res in scrubber.known_clean
-            gated = [v for k, v in texts.items() if not (known and k == C.GEN_AI_TOOL_CALL_RESULT)]
-            remember = [res] if res is not None and not known else None
-            if all(len(v) <= limit for v in texts.values()) and scrubber.gate(gated, remember):
-                attrs.update(texts)
-            else:
-                attrs.update({k: call.text(k, v) for k, v in texts.items()})
-        if attrs:
-            call.add_late(attrs)  # set when the span ends, with the fixed attributes
+            remember = None
+            gated = []
+            fits = True
+            for key, value in texts.items():  # (a loop, not genexprs: this runs on every call)
+                if len(value) > limit:
+                    fits = False
+                if key == C.GEN_AI_TOOL_CALL_RESULT:
+                    if value in scrubber.known_clean:
+                        continue
+                    remember = [value]
+                gated.append(value)
+            if not (fits and scrubber.gate(gated, remember)):
+                texts = {k: call.text(k, v) for k, v in texts.items()}
+            call.add_late(texts)  # set when the span ends, with the fixed attributes
     except Exception as exc:
         internal_error("record tool call", exc)
 
