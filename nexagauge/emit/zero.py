@@ -86,7 +86,7 @@ def start_for_service(m: EvaluatorMetrics, settings: Any, judge_kind: str | None
     agents = getattr(settings, "agents", None)
     if agents is not None:  # the agent label caps, before the first agent run is counted
         m.agents.limit(top_tools=agents.top_tools, top_agents=agents.top_agents)
-    p = plan(o.target, only=o.nodes or None)
+    p = plan(o.target, only=o.nodes or None, report=False)  # the plan serve runs (online/plans.py)
     judge_nodes: dict[str, str | None] = {}
     if judge_kind is not None:
         for node in p.nodes:

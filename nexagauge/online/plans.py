@@ -39,7 +39,7 @@ class Executors:
         key = tuple(nodes) if nodes is not None else (tuple(o.nodes) if o.nodes else None)
         hit = self._cache.get(key)
         if hit is None:
-            p = plan(o.target, only=key)
+            p = plan(o.target, only=key, report=False)  # nothing online reads a report
             ex = Executor(self.runtime, p, max_in_flight=o.max_in_flight)
             judge = self.settings.judge.model if self.runtime.judge is not None else None
             knobs = {

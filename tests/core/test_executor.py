@@ -316,3 +316,15 @@ def test_upstream_digest_is_the_same_for_a_fresh_and_a_cached_output() -> None:
     assert all(c.item.cached for c in hit.claims) and not any(c.item.cached for c in fresh.claims)
     assert executor_mod._digest(fresh) == executor_mod._digest(hit)
     assert executor_mod._digest(fresh) != executor_mod._digest(claims("Paris is in Texas"))
+
+
+def test_online_plans_leave_the_report_out() -> None:
+    """Nothing online reads a per-case report: serve's plans skip the node (not its target)."""
+    from nexagauge.graph.runtime import Runtime
+    from nexagauge.online.plans import Executors
+
+    s = Settings(online={"nodes": ["relevance", "grounding"]})
+    ex, _ = Executors(s, Runtime(settings=s)).get(None)
+    assert "report" not in ex.plan.nodes and "eval" in ex.plan.nodes
+    assert plan("eval").nodes[-1] == "report"  # the offline CLI keeps it
+    assert plan("report", report=False).nodes[-1] == "report"  # asked for: kept
