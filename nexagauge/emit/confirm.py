@@ -47,10 +47,15 @@ log = logging.getLogger(__name__)
 #: default linger of a batch (see :class:`ConfirmingSpanProcessor`): the evaluation waits this much
 #: longer for its confirmation; at 40 evaluations/s one POST carries ~4 instead of ~1-2
 EXPORT_LINGER_S = 0.1
-#: default shortest time between the starts of two exports: at most two POSTs a second, so at a
-#: steady 8 evaluations/s one carries ~4 instead of ~1 (a POST per evaluation was a tenth of
-#: an evaluation's CPU at that rate); a span after a quiet second still waits only the linger
-EXPORT_INTERVAL_S = 0.5
+#: default shortest time between the starts of two exports while fewer than
+#: :data:`EXPORT_BATCH_TARGET` spans are queued: at most one POST a second at a low rate, so
+#: at a steady 8 evaluations/s one carries ~8 (each OTLP POST costs ~0.5 ms of CPU on top of
+#: ~0.05 ms per span); a span after a quiet second still waits only the linger
+EXPORT_INTERVAL_S = 1.0
+#: default queue length at which a batch leaves without waiting out the interval (the linger
+#: still applies): above ~32 evaluations/s exports start every ~32 spans, so a busy evaluator's
+#: evaluations do not wait a whole interval for their confirmation (and hold their slot)
+EXPORT_BATCH_TARGET = 32
 
 _pending_confirmation: contextvars.ContextVar[Future[bool] | None] = contextvars.ContextVar(
     "nexagauge_export_confirmation", default=None
@@ -90,8 +95,9 @@ class ConfirmingSpanProcessor(SpanProcessor):
             window instead of one or two each (each POST costs ~1 ms of CPU). ``0``: export
             whatever is queued at once.
         min_interval_s: a batch also waits until this long after the previous export started
-            (at most until ``max_batch`` are queued): a steady trickle of evaluations leaves in
-            a few POSTs a second rather than one POST each. ``0``: no such wait.
+            (at most until ``batch_target`` are queued): a steady trickle of evaluations leaves
+            in one POST a second rather than one POST each. ``0``: no such wait.
+        batch_target: queued spans that end the ``min_interval_s`` wait (not the linger).
     """
 
     def __init__(
@@ -101,11 +107,13 @@ class ConfirmingSpanProcessor(SpanProcessor):
         max_batch: int = 512,
         linger_s: float = EXPORT_LINGER_S,
         min_interval_s: float = EXPORT_INTERVAL_S,
+        batch_target: int = EXPORT_BATCH_TARGET,
     ) -> None:
         self.exporter = exporter
         self.max_batch = max(1, max_batch)
         self.linger_s = max(0.0, linger_s)
         self.min_interval_s = max(0.0, min_interval_s)
+        self.batch_target = min(max(1, batch_target), self.max_batch)
         self._last_start = float("-inf")
         self._queue: deque[tuple[ReadableSpan, Future[bool] | None]] = deque()
         self._cond = threading.Condition()
@@ -125,8 +133,9 @@ class ConfirmingSpanProcessor(SpanProcessor):
                     fut.set_result(False)
                 return
             self._queue.append((span, fut))
-            if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
-                self._cond.notify_all()  # wake the idle thread, or end its linger early
+            n = len(self._queue)
+            if n == 1 or n == self.batch_target or n >= self.max_batch:
+                self._cond.notify_all()  # wake the idle thread, or end its wait early
 
     def _run(self) -> None:
         while True:
@@ -135,14 +144,15 @@ class ConfirmingSpanProcessor(SpanProcessor):
                     self._cond.wait()
                 if not self._queue:
                     return  # shut down and drained
-                now = time.monotonic()
-                until = max(now + self.linger_s, self._last_start + self.min_interval_s)
-                if until > now and not self._shutdown:
-                    while len(self._queue) < self.max_batch and not self._shutdown:
-                        left = until - time.monotonic()
-                        if left <= 0:
-                            break
-                        self._cond.wait(left)
+                lingered = time.monotonic() + self.linger_s
+                spaced = self._last_start + self.min_interval_s
+                while len(self._queue) < self.max_batch and not self._shutdown:
+                    # the interval holds a batch only until it reaches the target size
+                    due = lingered if len(self._queue) >= self.batch_target else spaced
+                    left = max(lingered, due) - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 n = min(len(self._queue), self.max_batch)
                 batch = [self._queue.popleft() for _ in range(n)]
                 self._exporting += 1

@@ -85,6 +85,12 @@ def otlp_exporter(emit: Any, http_path: str) -> Any:
     grpc, endpoint, kwargs = otlp_args(emit, http_path)
     grpc_module, http_module, name = _EXPORTERS[http_path]
     cls = getattr(importlib.import_module(grpc_module if grpc else http_module), name)
+    if not grpc:
+        from nexagauge.emit.otlp_session import http_session  # requests: the HTTP path only
+
+        session = http_session(http_path)
+        if session is not None:
+            kwargs["session"] = session
     return cls(endpoint=endpoint, **kwargs)
 
 

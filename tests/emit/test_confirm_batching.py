@@ -118,3 +118,38 @@ def test_a_span_after_a_quiet_interval_waits_only_the_linger() -> None:
         assert rec.batches == [1, 1]
     finally:
         provider.shutdown()
+
+
+def test_by_default_a_trickle_leaves_in_about_one_export_a_second() -> None:
+    """Defaults (``EXPORT_INTERVAL_S`` 1 s): 10 spans over ~0.9 s share two exports (the
+    first span's after the linger, then the rest a second later; 0.5 s made three)."""
+    rec = Recorder()
+    provider = TracerProvider()
+    provider.add_span_processor(ConfirmingSpanProcessor(rec))
+    try:
+        assert _end_spans(provider, 10, gap_s=0.1) == [True] * 10
+        assert sum(rec.batches) == 10 and len(rec.batches) <= 2
+    finally:
+        provider.shutdown()
+
+
+def test_a_batch_at_the_target_size_does_not_wait_out_the_interval() -> None:
+    """A busy evaluator's spans leave every ``batch_target`` spans, not every interval (they
+    hold their evaluation slot until confirmed); below the target the interval holds them."""
+    rec = Recorder()
+    provider = TracerProvider()
+    proc = ConfirmingSpanProcessor(rec, linger_s=0.0, min_interval_s=30.0, batch_target=4)
+    provider.add_span_processor(proc)
+    tracer = provider.get_tracer("t")
+    try:
+        assert _end_spans(provider, 1) == [True]  # the interval starts now
+        t0 = time.monotonic()
+        assert _end_spans(provider, 4) == [True] * 4
+        assert time.monotonic() - t0 < 5 and rec.batches == [1, 4]
+        with confirm_next_end() as fut:
+            tracer.start_span("ev").end()
+        time.sleep(0.3)
+        assert not fut.done()  # one span, below the target: waits for the interval
+    finally:
+        provider.shutdown()
+    assert fut.result(timeout=1) is True and rec.batches == [1, 4, 1]
