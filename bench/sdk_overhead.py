@@ -37,22 +37,21 @@ nothing cached. Measured against the minimal span the SDK's own work shows: the 
 every new text, the JSON attributes it writes, the call state (``Call``, a context holding it).
 Both baselines are printed so that neither hides the other.
 
-**Where the last 10 % goes** (issue 33; measured in place by swapping the gate for one that
-returns "clean", same harness, same run): without the gate ``@nexagauge.trace`` costs 0.98-1.04x
-the minimal span on the repeated rows (its fixed attributes ride with the content in one
-attribute update when the sampler is one of OpenTelemetry's own, it skips the two generator
-context managers of ``start_as_current_span``, and texts the gate found plain need no JSON
-escaping pass) -- so what is left is the gate. The gate is the floor of C-level passes a secret
-scan can be in CPython: the texts joined and encoded, one ``bytes.translate`` to character
-classes (~0.43 ns/byte), one ``rfind`` for a 16-character token run (~0.27 ns/byte; ``find`` is
-2-3x slower on prose), one memchr per separator, the trigger literals of the rules without a
-cheaper gate (``password is``) -- about 1.6 us for the repeated rows' 580 new characters in a
-tight loop and 2.5-3 us in place between OpenTelemetry's own work (its temporary buffers are
-above pymalloc's 512 bytes), 4.5-6 us for the fresh rows' 1.6 KB. A 10 % budget is ~2 us: the
-repeated rows land at 1.15-1.19x, the fresh ones at 1.55-1.59x. Going lower means scanning
-less text (the memo of clean passages already skips those retrieved again; questions and
-answers are never remembered, as an app's differ), weaker rules, or native code -- the SDK
-installs OpenTelemetry alone and must stay that way.
+**Where the cost goes** (issue 33). With passages retrieved again the traced call costs what the
+minimal span costs (1.00-1.02x): its fixed attributes ride with the content in one attribute
+update when the sampler is one of OpenTelemetry's own; that update goes straight into the span's
+attribute map when OpenTelemetry's validation would pass it unchanged (``sdk/span_attrs.py``:
+``set_attributes`` spent 2.9 us validating six attributes); it skips the two generator context
+managers of ``start_as_current_span``; and texts the gate found plain need no JSON escaping pass,
+which pays for the gate on the repeated rows' 580 new characters (``scrub=False`` is the slower
+variant there). With new texts on every call the gate scans 1.6 KB: the texts joined and encoded,
+one ``bytes.translate`` to character classes (~0.43 ns/byte), one ``rfind`` for a 16-character
+token run (~0.27 ns/byte; ``find`` is 2-3x slower on prose), one memchr per separator, the trigger
+literals of the rules without a cheaper gate (``password`` in two cases) and the passages
+remembered as clean: ~4 us in a tight loop, ~6 us in place between OpenTelemetry's own work (its
+buffers are above pymalloc's 512 bytes), against a 10 % budget of ~1.8 us, so those rows land at
+1.41-1.43x (``scrub=False``: 1.06-1.08x). Going lower means scanning less text, weaker rules, or
+native code -- the SDK installs OpenTelemetry alone and must stay that way.
 
 Rounds alternate the variants (order rotated every round); the median of per-round process-CPU
 ns/call is reported (robust on a loaded shared machine; it includes the batch exporter thread,
