@@ -136,7 +136,7 @@ async def test_max_in_flight_is_a_real_bound() -> None:
         finally:
             running -= 1
 
-    stage._evaluate = counted  # type: ignore[method-assign]
+    stage._evaluate = counted  # type: ignore[method-assign,assignment]
     msgs = [record(i, traces_request(sdk_turn(rand_tid(), f"q{i}", f"a{i}"))) for i in range(7)]
     await stage.handle(TP, msgs)
     clock.t += 2

@@ -67,7 +67,7 @@ def rec() -> Iterator[Recorder]:
         _errors.reset_logged()
 
 
-def configure_with(exporter: InMemorySpanExporter, **kwargs: object) -> Recorder:
+def configure_with(exporter: InMemorySpanExporter, **kwargs: Any) -> Recorder:
     """Reconfigure the SDK for one test with extra ``configure`` options."""
     nexagauge.configure(exporter=exporter, batch=False, set_global=False, **kwargs)
 

@@ -96,7 +96,7 @@ class Request:
         m = re.search(r"JSON schema: (\{.*\})\s*$", self.text, re.M)
         if m:
             try:
-                return json.loads(m.group(1))  # type: ignore[no-any-return]
+                return json.loads(m.group(1))
             except json.JSONDecodeError:
                 return None
         return None
