@@ -140,3 +140,19 @@ async def test_proxy_from_the_environment_is_used(server, transport, monkeypatch
     (req,) = server.requests
     assert req.path == "http://judge.invalid/v1/chat/completions"
     assert req.text == "question via proxy"
+
+
+async def test_a_copy_of_the_client_is_a_judge_client_with_the_same_headers(server):
+    """``with_options`` (openai's ``copy``) keeps the class, so the copy omits the telemetry
+    too and keeps the key and user agent."""
+    client = _client(server.base_url, "aiohttp")
+    other = client.with_options(timeout=3.0)
+    try:
+        assert type(other) is type(client)
+        await other.post_bytes("/chat/completions", _body("copy"))  # type: ignore[attr-defined]
+    finally:
+        await client.close()
+    (req,) = server.requests
+    assert req.headers["authorization"] == "Bearer sk-test"
+    assert req.headers["user-agent"].startswith("AsyncOpenAI/Python ")
+    assert not [h for h in req.headers if h.lower().startswith("x-stainless")]

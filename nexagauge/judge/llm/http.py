@@ -136,9 +136,12 @@ class JudgeClient(openai.AsyncOpenAI):
     def default_headers(self) -> dict[str, Any]:
         # merged once: every part (user agent, organisation, project, custom headers) is fixed
         # when the client is made
-        if self._defaults is None:
-            self._defaults = dict(super().default_headers)
-        return self._defaults
+        defaults: dict[str, Any] | None = getattr(self, "_defaults", None)
+        if defaults is None:  # (openai's constructor may ask before ours has run)
+            defaults = dict(super().default_headers)
+            if hasattr(self, "_defaults"):
+                self._defaults = defaults
+        return defaults
 
     def _prepare_url(self, url: str) -> httpx2.URL:
         # openai parses the path and merges it with base_url on every request; the result
@@ -167,7 +170,7 @@ class JudgeClient(openai.AsyncOpenAI):
         template = self._post_options.get(path)
         if template is None:
             template = FinalRequestOptions.construct(
-                method="post", url=path, headers=_REQUEST_HEADERS_OMITTED
+                method="post", url=path, headers=dict(_REQUEST_HEADERS_OMITTED)
             )
             self._post_options[path] = template
         options = template.model_copy(update={"content": content})
