@@ -121,11 +121,14 @@ def make_handler(ref: Referee) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, code: int, body: Any) -> None:
             data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client went away (a member stopped mid-call): nobody to answer
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/stats"):
