@@ -72,12 +72,17 @@ class Recorder:
     rows: list[Evaluated] = field(default_factory=list)
 
     async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> Any:
+        from nexagauge.nodes.eval import EvalSummary
+        from nexagauge.nodes.report import summary_scores
+
         res = await self.inner.emit(target, case_result, started_ns=started_ns)
-        rep = case_result.report
-        if rep is not None:
+        # the eval node's summary (serve's plans have no report node: online/plans.py)
+        o = case_result.outcomes.get("eval")
+        if o is not None and isinstance(o.output, EvalSummary):
             at = (target.end_time_unix_nano - self.app_started_ns) / 1e9
-            scores = {k: v for k, v in rep.scores.items() if v is not None}
-            self.rows.append(Evaluated(at, scores, dict(rep.errors)))
+            all_scores, _, errors = summary_scores(o.output)
+            scores = {k: v for k, v in all_scores.items() if v is not None}
+            self.rows.append(Evaluated(at, scores, errors))
         return res
 
     def __getattr__(self, name: str) -> Any:  # start/aclose/... of the real emitter

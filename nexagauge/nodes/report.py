@@ -50,6 +50,31 @@ class CaseReport(BaseModel):
     cost: CostEstimate = Field(default_factory=CostEstimate)
 
 
+def summary_scores(
+    summary: EvalSummary,
+) -> tuple[dict[str, float | None], dict[str, bool | None], dict[str, str]]:
+    """Scores, pass marks and errors of ``summary`` by metric name (``node.name`` when two nodes
+    name a metric alike): what a :class:`CaseReport` holds, for callers without the report node
+    (the online evaluator leaves it out of its plans).
+
+    Example:
+        >>> from nexagauge.nodes.eval import EvalMetric
+        >>> m = EvalMetric(node="relevance", name="answer_relevancy", category="c", score=0.8)
+        >>> summary_scores(EvalSummary(metrics=[m]))[0]
+        {'answer_relevancy': 0.8}
+    """
+    scores: dict[str, float | None] = {}
+    passed: dict[str, bool | None] = {}
+    errors: dict[str, str] = {}
+    for m in summary.metrics:
+        key = m.name if m.name not in scores else f"{m.node}.{m.name}"
+        scores[key] = m.score
+        passed[key] = m.passed
+        if m.error:
+            errors[key] = m.error
+    return scores, passed, errors
+
+
 class ReportNode(UncachedNode):
     name = "report"
     version = "1"
@@ -70,12 +95,7 @@ class ReportNode(UncachedNode):
             judge_model=summary.judge_model,
             cost=summary.cost,
         )
-        for m in summary.metrics:
-            key = m.name if m.name not in rep.scores else f"{m.node}.{m.name}"
-            rep.scores[key] = m.score
-            rep.passed[key] = m.passed
-            if m.error:
-                rep.errors[key] = m.error
+        rep.scores, rep.passed, rep.errors = summary_scores(summary)
         for node, st in summary.nodes.items():
             if node in ("eval", "report", "scan"):
                 continue
