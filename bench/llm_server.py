@@ -25,6 +25,7 @@ from ``_llm_ledger``; this module reads the HTTP requests and serves them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -119,16 +120,18 @@ def make_handler(ref: Referee) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *a: Any) -> None:
             return
 
+        def handle(self) -> None:
+            # the client went away (a member stopped mid-call): nobody to answer
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                super().handle()
+
         def _send(self, code: int, body: Any) -> None:
             data = json.dumps(body).encode()
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client went away (a member stopped mid-call): nobody to answer
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/stats"):
