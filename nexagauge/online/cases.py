@@ -87,6 +87,9 @@ class CaseLifecycle:
     _in_flight: int
     limit: AdaptiveLimit
     runtime: Any
+    #: the stage's clock (``time.monotonic``; tests pass a fake one): evaluation latencies for
+    #: the concurrency limit are read from it, so a test decides what they were
+    clock: Callable[[], float]
     _judge_retries: int = 0
 
     def _finish(self, trace: Trace) -> None:
@@ -109,7 +112,7 @@ class CaseLifecycle:
 
     async def _evaluate(self, active: _Active, ec: ExtractedCase, d: Decision) -> None:
         cost = 0.0
-        t0 = time.monotonic()
+        t0 = self.clock()
         #: when the evaluation itself ended: the limit follows the evaluation's latency (judge,
         #: our loop), not the emit's wait for its batched export (emit.confirm)
         evaluated_at: float | None = None
@@ -124,7 +127,7 @@ class CaseLifecycle:
             target = target_of(ec, fp, d.rule)
             started = time.time_ns()
             result = await ex.run_case(ec.case, 0)
-            evaluated_at = time.monotonic()
+            evaluated_at = self.clock()
             cost = result.cost.cost
             errors = errors_of(result)
             if errors and self.dlq is not None:
@@ -160,7 +163,7 @@ class CaseLifecycle:
         finally:
             self.limiter.finish(cost)
             self.limit.completed(
-                (evaluated_at or time.monotonic()) - t0,
+                (self.clock() if evaluated_at is None else evaluated_at) - t0,
                 throttled=self._judge_throttled(),
                 at_limit=at_limit,
             )
