@@ -21,7 +21,8 @@ from nexagauge.sdk.documents import (
     documents_attribute,
     get_field,
 )
-from nexagauge.sdk.scrubbing import CLEAN, PLAIN, plain_json_body
+from nexagauge.sdk.scrub_gates import plain_json_body
+from nexagauge.sdk.scrubbing import CLEAN, PLAIN
 from nexagauge.sdk.serialize import dumps, to_text
 
 _IN_HEAD = '[{"role":"user","parts":[{"type":"text","content":'

@@ -21,7 +21,7 @@ from typing import Any
 
 from nexagauge.sdk import conventions as C
 from nexagauge.sdk._call import SCRUB_MARGIN, Call
-from nexagauge.sdk.scrubbing import CleanMemo, plain_json_body
+from nexagauge.sdk.scrub_gates import CleanMemo, plain_json_body
 from nexagauge.sdk.serialize import dumps, safe_repr, to_jsonable, to_text
 
 _DOC_CONTENT_KEYS = ("content", "text", "page_content", "document", "chunk", "body")
@@ -242,7 +242,7 @@ def contents_json(
                 kept_bodies.append(body)
         out.append(body)
     if kept and memo is not None:
-        memo.add(kept, kept_bodies)
+        memo.add(kept, kept_bodies, all_new=len(kept) == len(out))
     return f'{_CONTENTS_HEAD}"{_PLAIN_SEP.join(out)}"{_CONTENTS_TAIL}'
 
 

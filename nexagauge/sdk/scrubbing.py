@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nexagauge.sdk import conventions as C
+from nexagauge.sdk import scrub_gates
 from nexagauge.sdk._errors import internal_error
 from nexagauge.sdk.pii_rules import PII_RULES
 from nexagauge.sdk.scrub_compile import CompiledRule, lean_plans, may_need_rules
@@ -69,7 +70,6 @@ __all__ = [
     "ScrubHook",
     "ScrubRule",
     "Scrubber",
-    "plain_json_body",
     "scrub_text",
 ]
 
@@ -81,18 +81,6 @@ JOIN = "\n"
 #: for its newlines and double quotes
 CLEAN = 1
 PLAIN = 2
-
-
-def plain_json_body(text: str) -> str:
-    """The JSON string of a text the gate found :data:`PLAIN`, without its quotes: newlines and
-    double quotes escaped (valid only for such texts). Each ``replace`` is guarded by ``in`` (memchr):
-    a ``replace`` whose replacement is longer counts the matches first, a slow byte loop that
-    costs ~10x the memchr on a text without any."""
-    if '"' in text:
-        text = text.replace('"', '\\"')
-    if "\n" in text:
-        text = text.replace("\n", "\\n")
-    return text
 
 
 class Scrubber:
@@ -109,6 +97,8 @@ class Scrubber:
         "_by_shape",
         "_key_tails",
         "_key_windows",
+        "_keyed",
+        "_lean",
         "_plans",
         "_rules",
         "hook",
@@ -165,6 +155,11 @@ class Scrubber:
         #: per shape, the lean checks that tell most clean texts apart without visiting each
         #: rule's gates (:mod:`nexagauge.sdk.scrub_compile`)
         self._plans = lean_plans([rules for rules, _keyed in by_shape])
+        #: shapes with key-gated rules (bit i: shape i), for the native lean gate; it is used
+        #: unless a window holds the newline that joins texts (then only the joined text tells)
+        self._keyed = sum(1 << i for i, (_r, keyed) in enumerate(by_shape) if keyed)
+        lean = scrub_gates.lean_native
+        self._lean = lean if not any(b"\n" in w for w in self._key_windows) else None
 
     @property
     def active(self) -> bool:
@@ -285,6 +280,12 @@ class Scrubber:
             return 0
         if not self._rules:
             return CLEAN
+        if self._lean is not None and type(texts) is list:  # one C pass (scrub_gates.lean_native)
+            verdict = self._lean(texts, self._plans, self._keyed, self._key_windows)
+            if verdict >= 0:
+                if verdict and remember:
+                    self.known_clean.add(remember)
+                return verdict
         joined = JOIN.join(texts)
         try:
             raw = joined.encode("utf-8")

@@ -170,7 +170,8 @@ def test_plain_verdict_means_no_json_escaping(texts: list[str]) -> None:
     another control character never get PLAIN."""
     from json.encoder import encode_basestring
 
-    from nexagauge.sdk.scrubbing import CLEAN, PLAIN, plain_json_body
+    from nexagauge.sdk.scrub_gates import plain_json_body
+    from nexagauge.sdk.scrubbing import CLEAN, PLAIN
 
     verdict = Scrubber().gate(texts)
 
