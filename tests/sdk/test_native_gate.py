@@ -9,6 +9,7 @@ wrong, and check that it never calls a text with a secret clean.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import sysconfig
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -186,6 +188,44 @@ def test_no_secret_is_called_clean(kind: str, text: str, secret: str) -> None:
     ):
         assert _same(texts) == 0, (kind, texts)
         assert _same(texts, pii=True) == 0, (kind, texts)
+
+
+@pytest.fixture(scope="module")
+def portable(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The extension built with its portable byte loop (what ARM machines run), beside the SIMD
+    build the install made."""
+    cc = shutil.which("cc")
+    headers = Path(sysconfig.get_paths()["include"])
+    if cc is None or not (headers / "Python.h").exists():
+        pytest.skip("no C compiler or no Python headers here")
+    out = tmp_path_factory.mktemp("portable") / f"_gate{sysconfig.get_config_var('EXT_SUFFIX')}"
+    subprocess.run(
+        [
+            *(cc, "-O2", "-shared", "-fPIC", "-DNG_NO_SIMD", f"-I{headers}"),
+            *(str(REPO / "nexagauge/sdk/_gate.c"), "-o", str(out)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    spec = importlib.util.spec_from_file_location("_gate", out)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(_TEXT, min_size=1, max_size=5), pad=st.integers(0, 150))
+def test_the_portable_loop_gives_the_same_verdicts(
+    portable: Any, texts: list[str], pad: int
+) -> None:
+    prose = "Paris is the capital of France and has 2.1 million people. " * 3
+    texts = [prose[:pad] + t for t in texts] + texts
+    for kwargs in ({}, {"pii": True}):
+        with_c, python = _pair(**kwargs)
+        with_c._lean = portable.lean
+        assert with_c.gate(list(texts)) == python.gate(list(texts)), texts
 
 
 @pytest.mark.integration
