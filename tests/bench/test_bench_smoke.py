@@ -64,6 +64,15 @@ def test_sdk_overhead_runs_and_reports_ratios():
         ns, ratio = (float(v) for v in line[len(kind) + 1 + len(label) :].split()[:2])
         assert ns > 0 and 0 < ratio < 100, line
     assert "new texts on every call (worst case)" in out and "10 MB base64 argument" in out
+    # the Python gate alone (an install without a C compiler) is measured in the same run
+    for kind in ("sync", "sync-fresh"):
+        assert any(
+            x.startswith(f"{kind} @nexagauge.trace, Python gate only") for x in out.splitlines()
+        )
+    from nexagauge.sdk import scrub_gates
+
+    built = "built" if scrub_gates.lean_native is not None else "NOT built"
+    assert f"secret gate: C extension nexagauge.sdk._gate {built}" in out
     # run_all's combined table reads both targets (same passages; new texts on every call)
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
     assert spec is not None and spec.loader is not None
