@@ -361,6 +361,12 @@ lean(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         t->owner = NULL;
         if (!PyUnicode_Check(text))
             goto done; /* not a str: the Python gate decides */
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(text) < 0) { /* a legacy string (deprecated C API): never in practice */
+            PyErr_Clear();
+            goto done;
+        }
+#endif
         if (PyUnicode_IS_ASCII(text)) {
             t->data = (const unsigned char *)PyUnicode_DATA(text);
             t->size = PyUnicode_GET_LENGTH(text);
