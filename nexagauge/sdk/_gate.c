@@ -4,8 +4,8 @@
  * What Scrubber.gate (nexagauge/sdk/scrubbing.py) computes in Python with several C-level passes
  * over the texts joined by "\n" and encoded to UTF-8 (a bytes.translate to character classes, an
  * rfind for a 16-character token run, memchr per separator, the plan's trigger literals, the key
- * windows before "=" / ":"), computed here in one pass of 16 bytes at a time (SSE2 on x86-64; a
- * portable byte loop elsewhere) plus a SIMD literal search. The result is the same by
+ * windows before "=" / ":"), computed here in one pass of 64 bytes at a time (SSE2 on x86-64
+ * with GCC or Clang; a portable byte loop elsewhere) plus a SIMD literal search. The result is the same by
  * construction, and checked against the Python gate by tests/sdk/test_native_gate.py on random
  * and adversarial texts:
  *
@@ -28,7 +28,7 @@
 #include <string.h>
 
 /* NG_NO_SIMD: the portable loop on x86-64 too (tests/sdk/test_native_gate.py builds it so) */
-#if (defined(__SSE2__) || defined(_M_X64)) && !defined(NG_NO_SIMD)
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NG_NO_SIMD)
 #include <emmintrin.h>
 #define NG_SSE2 1
 #endif
@@ -89,14 +89,7 @@ in_range(__m128i v, unsigned char lo, unsigned char span)
 static inline int
 popcount64(unsigned long long x)
 {
-#if defined(__GNUC__) || defined(__clang__)
     return __builtin_popcountll(x);
-#else
-    int c = 0;
-    for (; x; x &= x - 1)
-        c++;
-    return c;
-#endif
 }
 
 /* 1 when a run of LONG_RUN ones lies in ``m`` (bit i: byte i), taking ``*run`` ones before bit 0
