@@ -36,6 +36,14 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EvaluatorStage", "OnlineService"]
 
+#: how long the service's producer holds a batch for more records (re-keyed traces, emitted-key
+#: markers, dead letters, turns). 0: a batch leaves in the event-loop round that filled it.
+#: Every write already comes in a group (a fetched batch re-keyed in one round, the markers of
+#: one export confirmation), and while a produce request is in flight the next records queue
+#: anyway; a 5 ms linger added one more loop wakeup per batch (~3 a second at a steady 8
+#: traces/s), a separate burst of work for the process, and 5 ms to each hop.
+PRODUCER_LINGER_MS = 0
+
 
 # --------------------------------------------------------------------------------------------
 # the service
@@ -85,9 +93,7 @@ class OnlineService:
         await create_topics(self.settings.kafka, self._own_topics())
 
     async def start(self) -> None:
-        from aiokafka import AIOKafkaProducer
-
-        from nexagauge.online.delivery.consumer import ConsumerLoop, client_kwargs
+        from nexagauge.online.delivery.consumer import ConsumerLoop
         from nexagauge.online.rekey import RekeyStage
 
         s = self.settings
@@ -110,15 +116,7 @@ class OnlineService:
         start_for_service(self.metrics, s, self.runtime.judge_kind)  # no "No data" panels
         if k.create_topics:
             await self._ensure_topics()
-        self._producer = AIOKafkaProducer(
-            max_request_size=k.max_message_bytes,
-            # re-keyed messages are ~10-30 KB each: aiokafka's 16 KB default batch would send one
-            # produce request per message (measured 4.8x slower re-keying, bench/ingest.py --rekey)
-            max_batch_size=min(k.max_message_bytes, 1024 * 1024),
-            acks="all",
-            linger_ms=5,
-            **client_kwargs(k),
-        )
+        self._producer = service_producer(k)
         await self._producer.start()
         keys = None
         if self.emitter is None:  # group-wide dedupe of the real emitter (markers.py)
@@ -276,6 +274,30 @@ class OnlineService:
             await deadline.run(self.breaker.aclose(), "judge breaker")
         if self.runtime is not None:
             await deadline.run(self.runtime.aclose(), "runtime")
+
+
+def service_producer(k: Any) -> Any:
+    """The service's ``acks=all`` producer (not started): re-keyed traces, emitted-key markers,
+    dead letters, conversation turns and changelogs. ``k``: ``KafkaSettings``.
+
+    Example (not run: inside a running event loop, then needs a broker)::
+
+        producer = service_producer(settings.kafka)
+        await producer.start()
+    """
+    from aiokafka import AIOKafkaProducer
+
+    from nexagauge.online.delivery.consumer import client_kwargs
+
+    return AIOKafkaProducer(
+        max_request_size=k.max_message_bytes,
+        # re-keyed messages are ~10-30 KB each: aiokafka's 16 KB default batch would send one
+        # produce request per message (measured 4.8x slower re-keying, bench/ingest.py --rekey)
+        max_batch_size=min(k.max_message_bytes, 1024 * 1024),
+        acks="all",
+        linger_ms=PRODUCER_LINGER_MS,
+        **client_kwargs(k),
+    )
 
 
 def _default_emitter(settings: Settings, metrics: Any, store: Any = None) -> EmitterLike:
