@@ -147,7 +147,15 @@ class OnlineService:
         if o.rekey:
             self.rekey_stage = RekeyStage(s, self._producer, dlq, self.metrics)
             src = [k.traces_topic] + ([k.logs_topic] if o.consume_logs else [])
-            self.loops.append(ConsumerLoop(k, src, f"{k.group_id}-rekey", self.rekey_stage))
+            self.loops.append(
+                ConsumerLoop(
+                    k,
+                    src,
+                    f"{k.group_id}-rekey",
+                    self.rekey_stage,
+                    commit_interval_s=o.commit_interval_s,
+                )
+            )
             eval_topics = [k.rekeyed_topic]
         else:
             eval_topics = [k.traces_topic] + ([k.logs_topic] if o.consume_logs else [])

@@ -65,6 +65,11 @@ async def test_rekeyed_traces_evaluated_and_garbage_dead_lettered(broker: Any) -
     stop = asyncio.Event()
     runner = asyncio.ensure_future(svc.run_until(stop))
     try:
+        # every consumer loop, the re-key stage's too, commits at online.commit_interval_s (the
+        # re-key loop used its own 0.5 s while the docs named the setting)
+        assert len(svc.loops) == 2
+        commit_every = {loop.commit_interval_s for loop in svc.loops}
+        assert commit_every == {settings.online.commit_interval_s}
         await produce(broker.bootstrap, names["traces_topic"], values, 3)
         assert await wait_for(lambda: set(rec.cases) >= set(expected), 30), (
             f"evaluated {len(set(rec.cases))}/{len(expected)}"
