@@ -349,20 +349,25 @@ async def test_counted_only_after_export_is_confirmed(tmp_path: Path) -> None:
     w = EvaluationSpanWriter(Stuck(), batch=True)
     e = Emitter(EvaluatorMetrics(CollectorRegistry()), w, s)
     ticks = 0
+    ten_ticks = asyncio.Event()
 
     async def ticker() -> None:
         nonlocal ticks
         while True:
             await asyncio.sleep(0.01)
             ticks += 1
+            if ticks >= 10:
+                ten_ticks.set()
 
     t = asyncio.ensure_future(ticker())
     pending = [
         asyncio.ensure_future(e.emit(target(span_id=f"{i + 1:016x}"), judged_result()))
         for i in range(3)
     ]
-    await asyncio.sleep(0.3)
-    assert ticks >= 10  # the loop runs while the export is stuck
+    # the loop runs while the export is stuck (for up to 10 s): ten ticks come within 5 s however
+    # loaded the machine (a fixed 0.3 s window failed once on a busy CI host: 1 tick)
+    await asyncio.wait_for(ten_ticks.wait(), 5)
+    assert ticks >= 10 and not release.is_set()
     assert not any(p.done() for p in pending)
     assert evaluations(e) is None and not (tmp_path / "j").exists()  # nothing counted/journaled
     # "kill -9" now: a restarted process on the same volume sees no record of the evaluation
@@ -386,7 +391,12 @@ async def test_journal_io_runs_off_the_loop(tmp_path: Path) -> None:
     slow = e.journal.append
 
     def slow_append(hashes):  # type: ignore[no-untyped-def]
-        _time.sleep(0.5)
+        # a write that lasts until the event loop has ticked ten times (at most 10 s): on the
+        # loop's thread it would last the full 10 s with no tick; a fixed 0.5 s could see fewer
+        # than ten ticks on a loaded machine although the loop never waited for it
+        deadline = _time.monotonic() + 10
+        while ticks < 10 and _time.monotonic() < deadline:
+            _time.sleep(0.01)
         slow(hashes)
 
     e.journal.append = slow_append  # type: ignore[method-assign]
@@ -401,5 +411,5 @@ async def test_journal_io_runs_off_the_loop(tmp_path: Path) -> None:
     t = asyncio.ensure_future(ticker())
     await e.emit(target(), judged_result())
     t.cancel()
-    assert ticks >= 10  # the loop kept running during the 0.5 s write
+    assert ticks >= 10  # the loop kept running during the write
     assert evaluations(e) == 1.0
