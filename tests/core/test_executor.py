@@ -146,7 +146,9 @@ async def test_independent_nodes_of_a_case_overlap(monkeypatch: pytest.MonkeyPat
     zs, _ = interval(ev, "z", "c")
     assert xs < ye and ys < xe, "x and y must run at the same time"
     assert zs >= max(xe, ye), "z waits for both prerequisites"
-    assert wall < 0.38  # 0.2 + 0.2 sequentially
+    # the overlap above is the proof; wall time only rules out a gross stall (0.2 + 0.2 would be
+    # sequential; a loaded CI host can add ~0.2 s to any wall-clock window)
+    assert wall < 1.0
     assert list(res.outcomes) == list(ex.plan.nodes)  # outcomes in plan order
     assert all(o.status == "ok" for n, o in res.outcomes.items() if n not in ("r", "rr"))
 

@@ -81,7 +81,9 @@ async def test_clients_that_never_read_hold_bounded_memory_and_are_cut_off(
             # the server still answers others meanwhile
             t0 = time.monotonic()
             assert (await client.get("/healthz")).status_code == 200
-            assert time.monotonic() - t0 < 0.5
+            # under write_stall_s (1 s): a server waiting for the stalled writes to be cut off first
+            # would answer only after that
+            assert time.monotonic() - t0 < 0.9
             # every stalled client is cut off (stalled write or no slot in time), none lingers
             assert await _until(lambda: srv.open_connections == 0, 10), srv.stats
             assert srv.stats["write_stalled"] >= 4
