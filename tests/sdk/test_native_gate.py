@@ -150,6 +150,17 @@ def test_a_key_split_over_two_texts_or_at_a_texts_start() -> None:
 
 
 @native
+@pytest.mark.parametrize("count", [8, 9, 40])
+def test_many_texts_at_once(count: int) -> None:
+    """More texts than the C pass keeps on its stack (8): the heap path, same verdicts."""
+    prose = [f"passage {i}: the tower is 330 m tall, café “{i}”" for i in range(count)]
+    assert _same(prose) == 3
+    assert _same([*prose[:-1], "the password is hunter2"]) == 0
+    assert _same([*prose[:-1], "a\tb"]) == 1
+    assert _same([*prose[:-1], "lone \ud800"]) == 0
+
+
+@native
 def test_many_separators_send_the_text_to_the_python_gate() -> None:
     text = "a: b; " * 70  # more than MAX_KEY_SEPARATORS colons
     assert _same([text]) != 0
