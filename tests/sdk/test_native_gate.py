@@ -239,6 +239,67 @@ def test_the_portable_loop_gives_the_same_verdicts(
         assert with_c.gate(list(texts)) == python.gate(list(texts)), texts
 
 
+_ASAN_DRIVER = r"""
+import importlib.util, random, string, sys
+spec = importlib.util.spec_from_file_location("_gate", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+from nexagauge.sdk.scrubbing import Scrubber
+pieces = [*string.printable, "password", "assword is", "pwd", "://", "sk-", "eyJ", "\u00e9",
+          "\u20ac", "\ud800", "a" * 15, "b" * 16, "x" * 70, " = ", ": ", "\x01", "\\"]
+rng = random.Random(11)
+a, b = Scrubber(pii=True), Scrubber(pii=True)
+a._lean, b._lean = mod.lean, None
+for _ in range(3000):
+    k = rng.choice([0, 1, 3, 9, 20])
+    sizes = [0, 1, 3, 16, 63, 64, 65, 200]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.choice(sizes))) for _ in range(k)]
+    assert a.gate(list(texts)) == b.gate(list(texts)), texts
+for n in range(200):
+    for ch in ("a", " ", ":", "\\"):
+        assert a.gate([ch * n]) == b.gate([ch * n]), (ch, n)
+print("ok")
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "portable"])
+def test_no_memory_error_under_address_sanitizer(tmp_path: Path, simd: bool) -> None:
+    """Both builds under AddressSanitizer and UndefinedBehaviorSanitizer, on random texts of
+    every length around the 64-byte blocks and 0-20 texts a call (the heap path): no invalid read,
+    no undefined behaviour, the Python gate's verdicts. (An SDK must never crash the app it
+    traces.)"""
+    cc = shutil.which("cc")
+    headers = Path(sysconfig.get_paths()["include"])
+    if cc is None or not (headers / "Python.h").exists():
+        pytest.skip("no C compiler or no Python headers here")
+    probe = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True)
+    libasan = Path(probe.stdout.strip()).resolve()
+    if probe.returncode != 0 or not libasan.is_file():
+        pytest.skip("the compiler has no AddressSanitizer runtime")
+    out = tmp_path / f"_gate{sysconfig.get_config_var('EXT_SUFFIX')}"
+    flags = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    subprocess.run(
+        [
+            *(cc, *flags, "-fno-omit-frame-pointer", "-shared", "-fPIC", f"-I{headers}"),
+            *([] if simd else ["-DNG_NO_SIMD"]),
+            *(str(REPO / "nexagauge/sdk/_gate.c"), "-o", str(out)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    env = {**os.environ, "LD_PRELOAD": str(libasan), "ASAN_OPTIONS": "detect_leaks=0"}
+    run = subprocess.run(
+        [sys.executable, "-c", _ASAN_DRIVER, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-4000:]
+
+
 @pytest.mark.integration
 def test_an_install_without_a_compiler_is_the_python_gate(tmp_path: Path) -> None:
     """``CC=false``: the optional extension fails to build, the wheel builds anyway and the SDK
