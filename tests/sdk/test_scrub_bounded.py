@@ -241,3 +241,47 @@ def test_documents_with_ids_are_remembered_too(rec: Recorder) -> None:
 
     answer("q", [doc])
     assert doc["text"] in sdk_config.STATE.scrubber.known_clean
+
+
+def test_memo_admission_samples_calls_whose_passages_never_repeat() -> None:
+    """After MISS_STREAK calls in a row with only new passages, one call in ADMIT_SAMPLE has its
+    passages remembered; a known passage ends the streak and every call is remembered again."""
+    from nexagauge.sdk.scrub_gates import ADMIT_SAMPLE, MISS_STREAK, CleanMemo
+
+    memo = CleanMemo()
+    for i in range(MISS_STREAK - 1):  # below the streak: every call's passages are kept
+        memo.add([f"fresh {i}"], [f"fresh {i}"], all_new=True)
+    assert len(memo) == MISS_STREAK - 1
+    kept = []
+    for i in range(4 * ADMIT_SAMPLE):
+        text = f"later {i}"
+        memo.add([text], [text], all_new=True)
+        kept.append(text in memo)
+    assert sum(kept) == 4  # one call in ADMIT_SAMPLE
+    memo.add(["mixed"], ["mixed"], all_new=False)  # a call that also had a known passage
+    memo.add(["after"], ["after"], all_new=True)
+    assert "mixed" in memo and "after" in memo  # the streak ended: kept again
+
+
+def test_a_passage_retrieved_again_is_remembered_during_a_miss_streak(rec: Recorder) -> None:
+    """Through the recorder: an app whose passages never repeat, then one passage retrieved on
+    every call: within ADMIT_SAMPLE retrievals it is remembered, and its spans stay complete."""
+    from nexagauge.sdk.scrub_gates import ADMIT_SAMPLE, MISS_STREAK
+
+    @nexagauge.trace(name="rag")
+    def answer(question: str, context: list[str]) -> str:
+        return "ok"
+
+    for i in range(MISS_STREAK + 5):
+        answer("q", [f"never seen passage number {i}: the tower is 330 m tall"])
+    scrubber = sdk_config.STATE.scrubber
+    assert f"never seen passage number {MISS_STREAK + 1}: the tower is 330 m tall" not in (
+        scrubber.known_clean
+    ) or f"never seen passage number {MISS_STREAK + 2}: the tower is 330 m tall" not in (
+        scrubber.known_clean
+    )  # sampled: not every call's passage was kept
+    repeated = "the repeated passage: Paris has 2.1 million people"
+    for _ in range(ADMIT_SAMPLE):
+        answer("q", [repeated])
+    assert repeated in scrubber.known_clean
+    assert all(repeated in s.attributes[C.GEN_AI_RETRIEVAL_DOCUMENTS] for s in rec.spans[-8:])
