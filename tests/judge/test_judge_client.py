@@ -7,13 +7,16 @@ proxies from the environment are still used."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 
+import httpx2
 import openai
 import pytest
+from openai._vendor.httpx_aiohttp.transport import AiohttpTransport
 from support.openai_server import OpenAIServer, Reply
 
-from nexagauge.judge.llm.http import TELEMETRY_HEADERS, make_client
+from nexagauge.judge.llm.http import TELEMETRY_HEADERS, WholeBodyTransport, make_client
 
 pytestmark = pytest.mark.integration
 
@@ -62,10 +65,12 @@ async def test_same_headers_as_a_plain_openai_client_less_its_telemetry(server, 
     try:
         await ours.post_bytes("/chat/completions", _body("a"))
         await plain.post("/chat/completions", content=_body("a"), cast_to=bytes)
+        await ours.post_bytes("/chat/completions", _body("b"))  # built from the kept headers
     finally:
         await ours.close()
         await plain.close()
-    mine, theirs = (dict(r.headers) for r in server.requests)
+    mine, theirs, again = (dict(r.headers) for r in server.requests)
+    assert {k.lower(): v for k, v in again.items()} == {k.lower(): v for k, v in mine.items()}
     dropped = {h.lower() for h in TELEMETRY_HEADERS} | {
         "x-stainless-retry-count",
         "x-stainless-read-timeout",
@@ -156,3 +161,89 @@ async def test_a_copy_of_the_client_is_a_judge_client_with_the_same_headers(serv
     assert req.headers["authorization"] == "Bearer sk-test"
     assert req.headers["user-agent"].startswith("AsyncOpenAI/Python ")
     assert not [h for h in req.headers if h.lower().startswith("x-stainless")]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_kept_requests_are_the_requests_httpx2_builds(transport):
+    """A request built from kept headers equals httpx2's own build of it (method, URL, every
+    header in order, body, timeout); a change of the client's headers in place is seen, and
+    requests of other kinds are httpx2's."""
+    http = _client("http://127.0.0.1:9/v1", transport)._client
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    hdrs = [("Authorization", "Bearer k"), ("Content-Type", "application/json"), ("X-A", "1")]
+
+    def both(**kw):
+        ours = http.build_request("POST", url, headers=hdrs, **kw)
+        theirs = httpx2.AsyncClient.build_request(http, "POST", url, headers=hdrs, **kw)
+        return [(r.method, r.url, r.headers.raw, r.content, r.extensions) for r in (ours, theirs)]
+
+    for body in (b'{"a": 1}', b'{"bb": 22}', b"", "é".encode() * 300):
+        for timeout in (httpx2.USE_CLIENT_DEFAULT, httpx2.Timeout(3.0, read=9.0)):
+            mine, theirs = both(content=body, timeout=timeout)
+            assert mine == theirs
+            if body:
+                assert (b"Content-Length", str(len(body)).encode()) == mine[2][-1]
+    assert http._kept_requests  # the later builds were made from kept headers
+    http.headers["X-Client"] = "changed in place"
+    mine, theirs = both(content=b"{}")
+    assert mine == theirs and (b"X-Client", b"changed in place") in mine[2]
+    for kw in ({"json": {"a": 1}}, {"content": b"{}", "params": {"q": "1"}}, {"content": "text"}):
+        mine, theirs = both(**kw)
+        assert mine == theirs
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_compressed_answer_is_decoded(server, transport):
+    """An endpoint that gzips its answer (the OpenAI API does): the body read whole is still
+    decoded by httpx2."""
+    completion = {"object": "chat.completion", "choices": [{"message": {"content": "ok"}}]}
+    server.enqueue(
+        Reply(
+            body=gzip.compress(json.dumps(completion).encode()),
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        )
+    )
+    client = _client(server.base_url, transport)
+    try:
+        raw = await client.post_bytes("/chat/completions", _body("gz"))
+    finally:
+        await client.close()
+    assert json.loads(raw) == completion
+
+
+async def test_aiohttp_clients_read_answers_whole_proxied_or_not(monkeypatch):
+    """Every aiohttp transport of the judge's client reads bodies whole, the proxy's too."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    client = _client("http://judge.invalid/v1", "aiohttp")
+    try:
+        http = client._client
+        transports = [http._transport, *(t for t in http._mounts.values() if t is not None)]
+        assert len(transports) >= 2
+        assert all(type(t) is WholeBodyTransport for t in transports)
+        assert isinstance(http._transport, AiohttpTransport)
+    finally:
+        await client.close()
+
+
+async def test_a_read_timeout_while_the_body_is_read_is_openais_timeout(server):
+    """A body that stops arriving times out as openai's ``APITimeoutError``, as when streamed."""
+    server.enqueue(Reply(delay=2.0))
+    client = make_client(
+        base_url=server.base_url, api_key="k", timeout_s=0.3, max_retries=0, transport="aiohttp"
+    )
+    try:
+        with pytest.raises(openai.APITimeoutError):
+            await client.post_bytes("/chat/completions", _body("slow"))
+    finally:
+        await client.close()
+
+
+async def test_a_refused_connection_is_openais_connection_error():
+    with OpenAIServer() as gone:
+        url = gone.base_url
+    client = _client(url, "aiohttp")
+    try:
+        with pytest.raises(openai.APIConnectionError):
+            await client.post_bytes("/chat/completions", _body("refused"))
+    finally:
+        await client.close()

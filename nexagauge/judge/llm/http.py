@@ -15,7 +15,11 @@ Two things every caller needs and gets here once:
 - **Less work per request.** :class:`JudgeClient` is ``openai.AsyncOpenAI`` without its platform
   telemetry headers, with the URL, default headers and request options of a path built once:
   ~350 -> ~230 us of client CPU per judge call at concurrency 16 on aiohttp (~660 -> ~510 on
-  httpx), the same requests otherwise (``tests/judge/test_judge_client.py``).
+  httpx), the same requests otherwise (``tests/judge/test_judge_client.py``). Below openai,
+  httpx2 merges, normalises and scans the same headers on every request and the aiohttp
+  transport hands a judge answer of a few KB over as a stream read chunk by chunk through three
+  generator layers: :class:`_KeptRequests` builds a request whose headers it has built before
+  from a copy, and :class:`WholeBodyTransport` reads the body in one call (~230 -> ~200 us).
 
 Example:
     >>> pool = ClientPool("aiohttp")
@@ -32,7 +36,9 @@ from typing import Any, Literal
 
 import httpx2
 import openai
+from aiohttp import BasicAuth, ClientSession, ClientTimeout
 from openai._models import FinalRequestOptions
+from openai._vendor.httpx_aiohttp.transport import AiohttpTransport, map_aiohttp_exceptions
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +94,164 @@ class _MemoURLs:
         return got
 
 
-class _AioHttpClient(_MemoURLs, openai.DefaultAioHttpClient):
-    """openai's aiohttp transport (its defaults: timeout, connection limits, redirects)."""
+class _KeptRequests(_MemoURLs):
+    """An ``httpx2.AsyncClient`` mix-in: a request like one built before is built from a copy.
+
+    openai hands httpx2 the same method, URL and header list on every judge call (only the
+    body differs); httpx2 then merges those headers with the client's, normalises every name
+    and value, looks each automatic header up and copies the list three times. The first
+    request of a shape is built by httpx2 itself and its headers kept (without the body's
+    ``Content-Length``); later ones copy them and add their own length, in httpx2's order
+    (``Host`` first, ``Content-Length`` last). A request of another kind (a body that is not
+    ``bytes`` or is empty, form data, files, JSON, query parameters, cookies, extensions) is
+    httpx2's.
+    """
+
+    _kept_requests: dict[tuple[Any, ...], tuple[str, httpx2.URL, httpx2.Headers]]
+
+    def build_request(
+        self,
+        method: str,
+        url: httpx2.URL | str,
+        *,
+        content: Any = None,
+        data: Any = None,
+        files: Any = None,
+        json: Any = None,
+        params: Any = None,
+        headers: Any = None,
+        cookies: Any = None,
+        timeout: Any = httpx2.USE_CLIENT_DEFAULT,
+        extensions: Any = None,
+    ) -> httpx2.Request:
+        own: httpx2.AsyncClient = self  # type: ignore[assignment]
+        if (
+            type(content) is not bytes
+            or not content  # (httpx2 puts an empty body's length after ``Host``)
+            or data is not None
+            or files is not None
+            or json is not None
+            or params
+            or cookies
+            or extensions
+            or not isinstance(url, str)
+            or not isinstance(headers, list)
+            or own.cookies
+            or own.params
+        ):
+            return super().build_request(  # type: ignore[misc]
+                method,
+                url,
+                content=content,
+                data=data,
+                files=files,
+                json=json,
+                params=params,
+                headers=headers,
+                cookies=cookies,
+                timeout=timeout,
+                extensions=extensions,
+            )
+        t = own.timeout if timeout is httpx2.USE_CLIENT_DEFAULT else timeout
+        ext = {"timeout": httpx2.Timeout(t).as_dict()}
+        # what the built headers depend on: this call's method, URL and headers, and the
+        # client's base URL and headers (either may be replaced or changed in place)
+        key = (method, url, tuple(headers), own.base_url, tuple(own.headers.raw))
+        kept = getattr(self, "_kept_requests", None)
+        if kept is None:
+            kept = self._kept_requests = {}
+        hit = kept.get(key)
+        if hit is None:
+            first = super().build_request(  # type: ignore[misc]
+                method, url, content=content, headers=headers, timeout=timeout
+            )
+            raw = [(k, v) for k, v in first.headers.raw if k.lower() != b"content-length"]
+            if len(kept) >= 64:  # a bound, should a caller vary its headers
+                kept.clear()
+            kept[key] = (first.method, first.url, httpx2.Headers(raw))
+            return first
+        m, u, base = hit
+        h = httpx2.Headers(base)
+        h["Content-Length"] = str(len(content))
+        request = httpx2.Request(m, u, headers=h, stream=httpx2.ByteStream(content), extensions=ext)
+        request.read()  # ``request.content`` is the body, as for ``Request(content=...)``
+        return request
 
 
-class _HttpxClient(_MemoURLs, openai.DefaultAsyncHttpxClient):
+class WholeBodyTransport(AiohttpTransport):
+    """openai's aiohttp transport, handing each response on with its body read whole.
+
+    The same request (method, URL, headers, body, timeouts, proxy, TLS server name) and the
+    same exception mapping as :class:`AiohttpTransport`; the body is read in one call inside
+    it (under the same read timeout) instead of being streamed to httpx2 chunk by chunk,
+    which then decodes (``Content-Encoding``) and closes it as before. For clients that never
+    stream a response: the judge and remote embeddings, whose answers are a few KB. A request
+    whose body is a stream goes through :class:`AiohttpTransport` unchanged.
+    """
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            data: bytes | None = request.content or None
+        except httpx2.RequestNotRead:
+            return await super().handle_async_request(request)
+        if not isinstance(self.client, ClientSession):
+            self.client = self.get_client()
+        timeout = request.extensions.get("timeout", {})
+        proxy = self.proxy
+        with map_aiohttp_exceptions():
+            async with self.client.request(
+                method=request.method,
+                url=str(request.url),
+                headers=request.headers,
+                data=data,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                timeout=ClientTimeout(
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                    connect=timeout.get("pool"),
+                ),
+                server_hostname=request.extensions.get("sni_hostname"),
+                proxy=str(proxy.url) if proxy else None,
+                proxy_auth=BasicAuth(proxy.auth[0], proxy.auth[1])
+                if proxy and proxy.auth
+                else None,
+                proxy_headers=proxy.headers if proxy else None,
+            ) as response:
+                body = await response.read()
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if response.reason:
+            extensions["reason_phrase"] = response.reason.encode()
+        return httpx2.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=httpx2.ByteStream(body),
+            request=request,
+            extensions=extensions,
+        )
+
+
+def _whole_body(transport: Any) -> Any:
+    """``transport`` as a :class:`WholeBodyTransport` (the same state; only its
+    ``handle_async_request`` differs), unless it is another kind of transport."""
+    if type(transport) is AiohttpTransport:
+        transport.__class__ = WholeBodyTransport
+    return transport
+
+
+class _AioHttpClient(_KeptRequests, openai.DefaultAioHttpClient):
+    """openai's aiohttp transport (its defaults: timeout, connection limits, redirects), each
+    response read whole (:class:`WholeBodyTransport`), proxied ones too."""
+
+    def _init_transport(self, *args: Any, **kwargs: Any) -> Any:
+        return _whole_body(super()._init_transport(*args, **kwargs))
+
+    def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> Any:
+        return _whole_body(super()._init_proxy_transport(*args, **kwargs))
+
+
+class _HttpxClient(_KeptRequests, openai.DefaultAsyncHttpxClient):
     """openai's default httpx2 transport (its defaults: timeout, connection limits, redirects)."""
 
 
