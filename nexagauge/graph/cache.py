@@ -195,6 +195,8 @@ class NodeCache:
     """
 
     NAMESPACE = "nodes"
+    #: case fingerprints an in-memory cache remembers having seen (see :meth:`admits`)
+    SIGHTINGS = 16_384
 
     def __init__(
         self, root: str | os.PathLike[str] | None = None, *, memory: MemoryStore | None = None
@@ -211,6 +213,40 @@ class NodeCache:
             raise ValueError("NodeCache needs either a directory or a MemoryStore")
         self.hits = 0
         self.misses = 0
+        #: cases evaluated without node keys (first sightings in memory, see :meth:`admits`)
+        self.unkeyed = 0
+        self._sightings: OrderedDict[str, None] = OrderedDict()
+        self._sightings_lock = threading.Lock()
+
+    def admits(self, case: str) -> bool:
+        """Whether the nodes of the case with fingerprint ``case`` should look up and store
+        their results, i.e. whether a result of it can be here at all.
+
+        On disk, always (another run may have stored it). In memory, only from a case's second
+        sighting among the last :data:`SIGHTINGS` cases: a case this process has not seen
+        cannot hit, and keying every node of every case (a digest of each upstream output, a
+        canonical JSON of each key, a serialized copy of each output) cost about a fifth of the
+        graph's CPU per online evaluation, where nearly every trace is new. A repeated case is
+        stored on its second sighting and served from its third; the judge answers of its first
+        are stored regardless (the judge's own cache), so a repeat never pays a judge call.
+
+        Example:
+            >>> c = NodeCache(memory=MemoryStore(1 << 20))
+            >>> [c.admits("fp1"), c.admits("fp1"), c.admits("fp2"), c.admits("fp1")]
+            [False, True, False, True]
+        """
+        if self.memory is None or self.root is not None:
+            return True
+        with self._sightings_lock:
+            seen = self._sightings
+            if case in seen:
+                seen.move_to_end(case)
+                return True
+            seen[case] = None
+            if len(seen) > self.SIGHTINGS:
+                seen.popitem(last=False)
+            self.unkeyed += 1
+            return False
 
     def namespace(self, name: str) -> BlobStore:
         """A store for other cached results of the same lifetime (judge answers, GEval steps):

@@ -238,8 +238,12 @@ class Executor:
         statuses: dict[str, tuple[str, str | None]] = {}
         done: dict[str, asyncio.Event] = {n: asyncio.Event() for n in self.plan.nodes}
         unused = unused_judge_nodes(self.plan, self.nodes, case, self.runtime)
-        #: upstream output digests of this case's cache keys, each computed once
-        digests: dict[str, str] = {}
+        #: upstream output digests of this case's cache keys, each computed once; ``None`` when
+        #: no node of this case can be in the cache (its first sighting in memory)
+        cache = self.runtime.cache
+        digests: dict[str, str] | None = (
+            {} if cache is not None and cache.admits(case.fingerprint()) else None
+        )
 
         async def run_node(name: str) -> None:
             try:
@@ -320,13 +324,13 @@ class Executor:
                 return NodeOutcome(name, "skipped", why, node.empty())
             cache = self.runtime.cache
             key = None
-            if cache is not None and node.cacheable(ctx):
+            if cache is not None and digests is not None and node.cacheable(ctx):
                 key = cache.key(
                     node=name,
                     version=node.version,
                     case=case.fingerprint(),
                     config=dict(node.cache_key_parts(ctx)),
-                    upstream=_upstream_digests(reqs, outputs, {} if digests is None else digests),
+                    upstream=_upstream_digests(reqs, outputs, digests),
                 )
                 hit = cache.get(key, node.output_model)
                 if hit is not None:

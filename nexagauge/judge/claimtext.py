@@ -46,11 +46,36 @@ def content_words(text: str) -> list[str]:
 
 def anchoring_confidence(claim: str, chunk: str, whole: str) -> float:
     """Share of the claim's content words present in its chunk (0.75 if only elsewhere)."""
+    return _anchoring(claim, set(content_words(chunk)), set(content_words(whole)))
+
+
+class Anchoring:
+    """:func:`anchoring_confidence` of many claims against the same chunks: the content words of
+    each chunk and of the whole text are read once, not once per claim.
+
+    Example:
+        >>> a = Anchoring(["The Eiffel Tower is famous.", "It is in Paris."])
+        >>> a.confidence("The Eiffel Tower is in Paris.", 1)
+        0.83
+    """
+
+    def __init__(self, chunks: Sequence[str]) -> None:
+        self._chunks = chunks
+        self._sets: dict[int, set[str]] = {}
+        self._whole = set(content_words("\n".join(chunks)))
+
+    def confidence(self, claim: str, chunk: int) -> float:
+        """The anchoring confidence of ``claim`` extracted from chunk number ``chunk``."""
+        words = self._sets.get(chunk)
+        if words is None:
+            words = self._sets[chunk] = set(content_words(self._chunks[chunk]))
+        return _anchoring(claim, words, self._whole)
+
+
+def _anchoring(claim: str, in_chunk: set[str], in_whole: set[str]) -> float:
     cw = content_words(claim)
     if not cw:
         return 0.5  # nothing to anchor (e.g. "It is." ): neither trusted nor dismissed
-    in_chunk = set(content_words(chunk))
-    in_whole = set(content_words(whole))
     score = sum(1.0 if w in in_chunk else 0.75 if w in in_whole else 0.0 for w in cw)
     return round(score / len(cw), 2)
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from nexagauge.graph import executor as executor_mod
-from nexagauge.graph.cache import NodeCache
+from nexagauge.graph.cache import MemoryStore, NodeCache
 from nexagauge.graph.executor import CaseResult, Executor
 from nexagauge.graph.node import Node, NodeContext
 from nexagauge.graph.planner import plan
@@ -268,6 +268,45 @@ async def test_node_cache_hits_skip_the_work(
     # a different case content is a miss
     await ex.run_case(parse_record({"case_id": "c", "output": "other"}), 0)
     assert nodes["x"].runs == runs["x"] + 1  # type: ignore[attr-defined]
+
+
+async def test_in_memory_node_cache_keys_a_case_from_its_second_sighting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In memory (``serve``) a case never seen cannot hit, so its nodes compute no keys and
+    store nothing; its second sighting stores, its third is served from the cache. A disk
+    cache keeps storing from the first run (test above)."""
+    ev: Events = []
+    nodes = fakes(ev, x={"cost": 0.01})
+    mem = MemoryStore(1 << 20)
+    cache = NodeCache(memory=mem)
+    ex = make_executor(monkeypatch, nodes, cache=cache)
+    keyed: list[str] = []
+    real_key = cache.key
+
+    def key(**kw: Any) -> str:
+        keyed.append(kw["node"])
+        return real_key(**kw)
+
+    monkeypatch.setattr(cache, "key", key)
+    case = parse_record({"case_id": "c", "output": "o"})
+    first = await ex.run_case(case, 0)
+    assert keyed == [] and len(mem) == 0 and cache.unkeyed == 1
+    assert not first.outcomes["x"].cached
+    runs = nodes["x"].runs  # type: ignore[attr-defined]
+    second = await ex.run_case(case, 0)
+    assert keyed and len(mem) > 0 and not second.outcomes["x"].cached
+    assert nodes["x"].runs == runs + 1  # type: ignore[attr-defined]
+    third = await ex.run_case(case, 0)
+    assert third.outcomes["x"].cached and third.outcomes["x"].cost.cost == 0.0
+    assert nodes["x"].runs == runs + 1  # type: ignore[attr-defined]
+    assert third.outcomes["x"].output.metrics == first.outcomes["x"].output.metrics  # type: ignore[union-attr]
+    # another case is a first sighting again; sightings are bounded (oldest forgotten)
+    monkeypatch.setattr(NodeCache, "SIGHTINGS", 2)
+    for o in ("a", "b", "c"):
+        await ex.run_case(parse_record({"case_id": o, "output": o}), 0)
+    assert cache.unkeyed == 4
+    assert not cache.admits(case.fingerprint())  # forgotten: a first sighting again
 
 
 async def test_wrong_output_type_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from nexagauge.judge.base import ClaimJudgement, RawVerdict
-from nexagauge.judge.claimtext import anchoring_confidence, merge_indices
+from nexagauge.judge.claimtext import Anchoring, anchoring_confidence, merge_indices
 from nexagauge.judge.llm.limits import RateLimiter
 from nexagauge.judge.llm.pricing import PriceTable
 from nexagauge.judge.llm.retry import retry_after as _retry_after
@@ -189,3 +189,28 @@ def test_parse_json_tolerates_json_mode_wrappers():
     for bad in ("", "nope", '{"a": '):
         with pytest.raises(ValueError):
             parse_json_object(bad)
+
+
+def test_anchoring_many_claims_equals_one_claim_at_a_time():
+    """The claim extractor reads each chunk's words once (``Anchoring``); every confidence is
+    the one ``anchoring_confidence`` gives for that claim, its chunk and the whole output."""
+    chunks = [
+        "The Eiffel Tower is famous. It opened in 1889.",
+        "It is in Paris, on the Champ de Mars.",
+        "Gustave Eiffel's company designed and built it.",
+        "",
+    ]
+    claims = [
+        ("The Eiffel Tower opened in 1889.", 0),
+        ("The Eiffel Tower is in Paris.", 1),
+        ("It stands on the Champ de Mars.", 1),
+        ("Eiffel's company built the tower.", 2),
+        ("The tower is 330 metres tall.", 2),
+        ("It is.", 0),
+        ("Berlin hosts Oktoberfest.", 3),
+    ]
+    a = Anchoring(chunks)
+    whole = "\n".join(chunks)
+    got = [a.confidence(c, i) for c, i in claims]
+    assert got == [anchoring_confidence(c, chunks[i], whole) for c, i in claims]
+    assert len(set(got)) > 3  # the claims do differ in anchoring

@@ -35,10 +35,12 @@ class Recorder:
     def __init__(self) -> None:
         self.cases: list[str] = []
         self.targets: list[Any] = []
+        self.results: list[Any] = []
 
     async def emit(self, target: Any, case_result: Any, *, started_ns: int | None = None) -> None:
         self.cases.append(target.case_id)
         self.targets.append(target)
+        self.results.append(case_result)
 
 
 async def wait_for(pred, within_s: float) -> bool:  # type: ignore[no-untyped-def]
@@ -250,8 +252,10 @@ async def test_backpressure_pauses_partitions_but_stays_in_the_group(broker: Any
 async def test_service_judges_identical_content_once_from_memory_not_disk(
     broker: Any, tmp_path: Any
 ) -> None:
-    """`serve`'s default cache (cache.backend = auto): a bounded in-memory LRU. A second trace
-    with the same question and answer costs no judge call, and nothing is written to disk."""
+    """`serve`'s default cache (cache.backend = auto): a bounded in-memory LRU. A second and a
+    third trace with the same question and answer cost no judge call, and nothing is written to
+    disk. Each trace is a case of its own (its case id is the span's), seen once, so its nodes
+    key nothing in the node cache (``NodeCache.admits``): the judge's answers are what repeats."""
     from support.openai_server import OpenAIServer
 
     from nexagauge.graph.cache import MemoryStore
@@ -276,12 +280,19 @@ async def test_service_judges_identical_content_once_from_memory_not_disk(
         try:
             assert svc.runtime is not None and svc.runtime.cache is not None
             assert isinstance(svc.runtime.cache.memory, MemoryStore)
-            for n in (1, 2):  # one after the other: the second must find the first's answers
+            for n in (1, 2, 3):  # one after the other: each must find the earlier answers
                 spans = sdk_turn(rand_tid(), "Where is Paris?", "Paris is in France.", docs=["x"])
                 await produce(broker.bootstrap, names["traces_topic"], [traces_request(spans)], 2)
                 assert await wait_for(lambda n=n: len(rec.cases) == n, 30), rec.cases
             assert judge.stats.chat_requests == 2  # claims + relevance, for the first trace only
             assert len(svc.runtime.cache.memory) > 0
+            scores = [
+                [(m.name, m.score) for m in r.outcomes["relevance"].output.metrics]
+                for r in rec.results
+            ]
+            assert scores[1:] == [scores[0]] * 2  # the same, from the judge's cached answers
+            assert [r.outcomes["relevance"].cost.cost for r in rec.results[1:]] == [0.0, 0.0]
+            assert svc.runtime.cache.unkeyed == 3  # three cases, each seen once
             assert not cache_dir.exists() or not any(cache_dir.rglob("*")), list(
                 cache_dir.rglob("*")
             )

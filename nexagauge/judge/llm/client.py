@@ -58,7 +58,7 @@ from nexagauge.judge.base import (
     JudgeKind,
     JudgeReply,
 )
-from nexagauge.judge.claimtext import anchoring_confidence
+from nexagauge.judge.claimtext import Anchoring
 from nexagauge.judge.jsonschema import strict_schema
 from nexagauge.judge.llm.answer_cache import CACHE_NAMESPACE, cache_key, load_answer, save_answer
 from nexagauge.judge.llm.answers import reask_messages, validate_answer
@@ -189,14 +189,13 @@ class LLMJudge:
         out = await self._call(node, call.prompt, call.messages, call.model, call.schema, check)
         if out.value is None:
             return ClaimExtraction(cost=out.cost, error=out.error, info=out.info)
-        whole = "\n".join(texts)
+        anchors = Anchoring(texts)
         claims: list[ExtractedClaim] = []
         for i, lst in enumerate(out.value.chunks):  # type: ignore[attr-defined]
             for text in lst:
                 t = " ".join(str(text).split())
                 if t:
-                    conf = anchoring_confidence(t, texts[i], whole)
-                    claims.append(ExtractedClaim(t, chunks[i].index, conf))
+                    claims.append(ExtractedClaim(t, chunks[i].index, anchors.confidence(t, i)))
         return ClaimExtraction(claims=claims, cost=out.cost, info=out.info)
 
     async def judge_claims(
