@@ -25,6 +25,9 @@ from typing import Any
 from nexagauge.sdk import conventions as C
 
 Message = tuple[str, str]  # (role, text)
+#: ``isinstance(v, MAPPING)`` is ``isinstance(v, Mapping)``, without the ABC's ``__instancecheck__``
+#: for the plain ``dict`` s that decoded JSON and OTLP values are (hundreds of checks per trace)
+MAPPING = (dict, Mapping)
 
 #: how deep content parts may nest inside a message (a list of parts, a part, its text; deeper
 #: is not a chat message of any convention, and the span is rejected)
@@ -81,7 +84,7 @@ def content_text(content: Any, _depth: int = 0) -> str | None:
         return content
     if _depth >= MAX_PART_DEPTH:
         raise BadContent(f"message content nested deeper than {MAX_PART_DEPTH} levels")
-    if isinstance(content, Mapping):
+    if isinstance(content, MAPPING):
         if content.get(C.PART_TYPE, C.PART_TYPE_TEXT) != C.PART_TYPE_TEXT:
             return None
         for k in (C.PART_CONTENT, "text", "value"):
@@ -97,13 +100,13 @@ def content_text(content: Any, _depth: int = 0) -> str | None:
 def message(m: Any) -> Message | None:
     """``(role, text)`` of one chat message in the GenAI parts or ``{role, content}`` layout,
     or of a ``gen_ai.choice`` body (``{"message": {...}}``, role defaulting to assistant)."""
-    if not isinstance(m, Mapping):
+    if not isinstance(m, MAPPING):
         return None
     m1 = _flat_message(m)
     if m1 is not None:
         return m1[0] or "user", m1[1]
     inner = m.get("message")
-    m2 = _flat_message(inner) if isinstance(inner, Mapping) else None
+    m2 = _flat_message(inner) if isinstance(inner, MAPPING) else None
     return (m2[0] or "assistant", m2[1]) if m2 else None
 
 
@@ -155,17 +158,17 @@ def tool_calls_of(m: Mapping[str, Any]) -> list[ToolRequest]:
     out: list[ToolRequest] = []
     parts = m.get(C.MSG_PARTS)
     for p in parts if isinstance(parts, list) else ():
-        if isinstance(p, Mapping) and p.get(C.PART_TYPE) == C.PART_TYPE_TOOL_CALL:
+        if isinstance(p, MAPPING) and p.get(C.PART_TYPE) == C.PART_TYPE_TOOL_CALL:
             name = _s(p.get(C.PART_TOOL_NAME))
             if name:
                 args = _args_text(p.get(C.PART_TOOL_ARGUMENTS))
                 out.append((_s(p.get(C.PART_TOOL_CALL_ID)), name, args))
     calls = m.get("tool_calls")
     for tc in calls if isinstance(calls, list) else ():
-        if not isinstance(tc, Mapping):
+        if not isinstance(tc, MAPPING):
             continue
         fn = tc.get("function")
-        fn = fn if isinstance(fn, Mapping) else tc
+        fn = fn if isinstance(fn, MAPPING) else tc
         name = _s(fn.get("name"))
         if name:
             out.append((_s(tc.get("id")), name, _args_text(fn.get("arguments"))))
@@ -178,7 +181,7 @@ def tool_results_of(m: Mapping[str, Any]) -> list[tuple[str | None, str | None]]
     out: list[tuple[str | None, str | None]] = []
     parts = m.get(C.MSG_PARTS)
     for p in parts if isinstance(parts, list) else ():
-        if isinstance(p, Mapping) and p.get(C.PART_TYPE) == C.PART_TYPE_TOOL_CALL_RESPONSE:
+        if isinstance(p, MAPPING) and p.get(C.PART_TYPE) == C.PART_TYPE_TOOL_CALL_RESPONSE:
             r = p.get(C.PART_TOOL_RESPONSE)
             out.append((_s(p.get(C.PART_TOOL_CALL_ID)), r if isinstance(r, str) else _args_text(r)))
     role = m.get(C.MSG_ROLE)
@@ -192,7 +195,7 @@ def tool_results_of(m: Mapping[str, Any]) -> list[tuple[str | None, str | None]]
 def messages(v: Any, what: str = "messages") -> list[Message]:
     """Chat messages of a JSON string or structured value (a list, or one message object)."""
     v = parse_json(v, what)
-    if isinstance(v, Mapping):
+    if isinstance(v, MAPPING):
         v = [v]
     if not isinstance(v, list):
         return [("user", v)] if isinstance(v, str) and v.strip() else []
@@ -209,7 +212,7 @@ def render(v: Any, what: str = "value") -> str | None:
         return None
     if isinstance(v, str):
         return v
-    if isinstance(v, Mapping):
+    if isinstance(v, MAPPING):
         # OpenLLMetry entity input: {"args": [...], "kwargs": {...}}; chat request/response JSON
         if "messages" in v and isinstance(v["messages"], list):
             users = [t for r, t in messages(v["messages"]) if r == "user"]
@@ -220,10 +223,10 @@ def render(v: Any, what: str = "value") -> str | None:
             if m:
                 return m[1]
         args, kwargs = v.get("args"), v.get("kwargs")
-        if isinstance(args, list) or isinstance(kwargs, Mapping):
+        if isinstance(args, list) or isinstance(kwargs, MAPPING):
             parts = [a for a in (args if isinstance(args, list) else []) if isinstance(a, str)]
             for k in ("question", "query", "input", "prompt", "message", "text"):
-                if isinstance(kwargs, Mapping) and isinstance(kwargs.get(k), str):
+                if isinstance(kwargs, MAPPING) and isinstance(kwargs.get(k), str):
                     parts.append(kwargs[k])
             if len(parts) == 1:
                 return parts[0]
@@ -243,10 +246,10 @@ def document_text(d: Any) -> str | None:
     (``content``, ``page_content``, ``text``, ...; LangChain's serialized ``kwargs`` too)."""
     if isinstance(d, str):
         return d if d.strip() else None
-    if not isinstance(d, Mapping):
+    if not isinstance(d, MAPPING):
         return None
     for src in (d, d.get("kwargs")):
-        if isinstance(src, Mapping):
+        if isinstance(src, MAPPING):
             for k in _DOC_TEXT_KEYS:
                 t = src.get(k)
                 if isinstance(t, str) and t.strip():

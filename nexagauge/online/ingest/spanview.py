@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import Any
 
 from nexagauge.online.ingest.content import (
+    MAPPING,
     STEP_ROLE,
     Message,
     ToolRequest,
@@ -202,7 +203,7 @@ class SpanView:
         key = C.GEN_AI_OUTPUT_MESSAGES if output else C.GEN_AI_INPUT_MESSAGES
         for src in self._genai_sources():
             v = parse_json(src.get(key), key)
-            raw += v if isinstance(v, list) else [v] if isinstance(v, Mapping) else []
+            raw += v if isinstance(v, list) else [v] if isinstance(v, MAPPING) else []
         prefix = C.OI_LLM_OUTPUT_MESSAGES_PREFIX if output else C.OI_LLM_INPUT_MESSAGES_PREFIX
         for m in indexed(a, prefix).values():
             oi_calls = [
@@ -225,9 +226,9 @@ class SpanView:
             )
         if not raw:  # an OpenAI request / response as JSON (OpenInference input/output.value)
             v = parse_json(a.get(C.OI_OUTPUT_VALUE if output else C.OI_INPUT_VALUE), "value")
-            if isinstance(v, Mapping) and output and isinstance(v.get("choices"), list):
-                raw += [c.get("message") for c in v["choices"][:1] if isinstance(c, Mapping)]
-            elif isinstance(v, Mapping) and not output and isinstance(v.get("messages"), list):
+            if isinstance(v, MAPPING) and output and isinstance(v.get("choices"), list):
+                raw += [c.get("message") for c in v["choices"][:1] if isinstance(c, MAPPING)]
+            elif isinstance(v, MAPPING) and not output and isinstance(v.get("messages"), list):
                 raw += v["messages"]
         legacy = C.LEGACY_GEN_AI_COMPLETION_PREFIX if output else C.LEGACY_GEN_AI_PROMPT_PREFIX
         for m in indexed(a, legacy).values():
@@ -238,7 +239,7 @@ class SpanView:
             raw.append({**m, "tool_calls": legacy_calls})
         for log, rec in self._log_records:
             body = any_value(rec.body) if rec is not None else None
-            if not isinstance(body, Mapping):
+            if not isinstance(body, MAPPING):
                 continue
             if output and log.event_name == C.EVENT_GEN_AI_CHOICE:
                 raw.append(body.get("message"))
@@ -249,7 +250,7 @@ class SpanView:
         calls: list[ToolRequest] = []
         results: list[tuple[str | None, str | None]] = []
         for m in raw:
-            if isinstance(m, Mapping):
+            if isinstance(m, MAPPING):
                 calls += tool_calls_of(m)
                 results += tool_results_of(m)
         return calls, results
@@ -286,9 +287,9 @@ class SpanView:
             return None
         names: list[str] = []
         for d in defs:
-            if isinstance(d, Mapping):
+            if isinstance(d, MAPPING):
                 fn = d.get("function")
-                src = fn if isinstance(fn, Mapping) else d
+                src = fn if isinstance(fn, MAPPING) else d
                 if isinstance(src.get("name"), str):
                     names.append(src["name"])
         return names
@@ -297,24 +298,16 @@ class SpanView:
     @cached_property
     def io(self) -> Io:
         a = self.attrs
+        found: list[Io] = []
         for reader in (self._genai, self._logs, self._legacy, self._openinference, self._entity):
             io = reader(a)
+            found.append(io)
             if io.output is not None and (io.input_messages or reader == self._entity):
                 break
         else:
-            io = self._merge(a)
+            io = _merge(found)
         if io.output is not None and not io.output.strip():
             io.output = None
-        return io
-
-    def _merge(self, a: Mapping[str, Any]) -> Io:
-        """No reader had both sides: take whatever each found."""
-        io = Io()
-        for reader in (self._genai, self._logs, self._legacy, self._openinference, self._entity):
-            r = reader(a)
-            io.input_messages = io.input_messages or r.input_messages
-            io.output = io.output if io.output is not None else r.output
-            io.system = io.system or r.system
         return io
 
     def _genai(self, a: Mapping[str, Any]) -> Io:
@@ -348,14 +341,14 @@ class SpanView:
         for log, rec in self._log_records:
             body = any_value(rec.body) if rec is not None else None
             if log.event_name == C.EVENT_GEN_AI_CHOICE:
-                if isinstance(body, Mapping):
+                if isinstance(body, MAPPING):
                     m = message(body)
                     idx = body.get("index", 0)
                     if m:
                         choices.append((idx if isinstance(idx, int) else 0, m[1]))
                 continue
             role = log.event_name.removeprefix("gen_ai.").removesuffix(".message")
-            if role in ("system", "user", "assistant", "tool") and isinstance(body, Mapping):
+            if role in ("system", "user", "assistant", "tool") and isinstance(body, MAPPING):
                 t = content_text(body.get("content"))
                 if role == "assistant" and tool_calls_of(body):
                     msgs.append((STEP_ROLE, t or ""))  # an agent step, never a turn
@@ -407,7 +400,7 @@ class SpanView:
         outs = [t for r, t in oi_msgs(C.OI_LLM_OUTPUT_MESSAGES_PREFIX) if r != "user"]
         if not msgs and C.OI_INPUT_VALUE in a:
             v = parse_json(a[C.OI_INPUT_VALUE], C.OI_INPUT_VALUE)
-            if isinstance(v, Mapping) and isinstance(v.get("messages"), list):
+            if isinstance(v, MAPPING) and isinstance(v.get("messages"), list):
                 msgs = messages(v["messages"])
             else:
                 t = render(v, C.OI_INPUT_VALUE)
@@ -429,6 +422,16 @@ class SpanView:
         return io
 
 
+def _merge(found: list[Io]) -> Io:
+    """No reader had both sides: take whatever each found, the first reader's first."""
+    io = Io()
+    for r in found:
+        io.input_messages = io.input_messages or r.input_messages
+        io.output = io.output if io.output is not None else r.output
+        io.system = io.system or r.system
+    return io
+
+
 def _id(v: Any) -> str | None:
     if isinstance(v, str) and v.strip():
         return v.strip()[:200]
@@ -442,7 +445,7 @@ def _with_ids(items: list[Any]) -> list[tuple[str | None, str]]:
     for d in items:
         t = document_text(d)
         if t is not None:
-            out.append((_id(d.get(C.DOC_ID)) if isinstance(d, Mapping) else None, t))
+            out.append((_id(d.get(C.DOC_ID)) if isinstance(d, MAPPING) else None, t))
     return out
 
 
