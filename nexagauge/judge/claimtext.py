@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from nexagauge.text.stopwords import FUNCTION_WORDS
 
@@ -33,7 +34,9 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
+@lru_cache(maxsize=16384)
 def _stem(w: str) -> str:
+    # memoized: the same words recur in every claim, chunk and passage of a case
     for suf in ("ing", "ed", "es", "s"):
         if len(w) > len(suf) + 2 and w.endswith(suf):
             return w[: -len(suf)]
@@ -60,16 +63,14 @@ class Anchoring:
     """
 
     def __init__(self, chunks: Sequence[str]) -> None:
-        self._chunks = chunks
-        self._sets: dict[int, set[str]] = {}
-        self._whole = set(content_words("\n".join(chunks)))
+        # a word never spans the newline that joins two chunks: the whole text's words are
+        # the union of the chunks' words
+        self._sets = [set(content_words(c)) for c in chunks]
+        self._whole: set[str] = set().union(*self._sets)
 
     def confidence(self, claim: str, chunk: int) -> float:
         """The anchoring confidence of ``claim`` extracted from chunk number ``chunk``."""
-        words = self._sets.get(chunk)
-        if words is None:
-            words = self._sets[chunk] = set(content_words(self._chunks[chunk]))
-        return _anchoring(claim, words, self._whole)
+        return _anchoring(claim, self._sets[chunk], self._whole)
 
 
 def _anchoring(claim: str, in_chunk: set[str], in_whole: set[str]) -> float:

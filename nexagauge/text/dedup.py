@@ -88,10 +88,16 @@ def _h32(s: str) -> int:
 def sketch(normalized: str, k: int = SHINGLE, size: int = SKETCH) -> _Sketch:
     """Bottom-``size`` sketch of the character ``k``-shingles of a normalized text."""
     if len(normalized) <= k:
-        grams = {normalized}
+        hashes = {_h32(normalized)}
+    elif normalized.isascii():
+        # one byte per character: the byte k-grams are the character k-grams' UTF-8 encodings,
+        # so each hash is _h32 of the shingle, without a str slice and an encode per shingle
+        b = normalized.encode("ascii")
+        crc = zlib.crc32
+        hashes = {crc(b[i : i + k]) for i in range(len(b) - k + 1)}
     else:
         grams = {normalized[i : i + k] for i in range(len(normalized) - k + 1)}
-    hashes = {_h32(g) for g in grams}
+        hashes = {_h32(g) for g in grams}
     if len(hashes) > size:
         kept = heapq.nsmallest(size, hashes)
         return _Sketch(frozenset(kept), kept[-1], True)

@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -255,3 +256,50 @@ def test_prefix_filter_misses_nothing(texts: list[str], threshold: float, window
     assert find_duplicates(texts, threshold, window=window) == _brute_force(
         texts, threshold, window
     )
+
+
+def _sketch_by_definition(normalized: str, k: int = 5) -> frozenset[int]:
+    """The shingle hashes as defined: CRC-32 of each character k-gram's UTF-8 bytes."""
+    grams = (
+        {normalized}
+        if len(normalized) <= k
+        else {normalized[i : i + k] for i in range(len(normalized) - k + 1)}
+    )
+    return frozenset(zlib.crc32(g.encode("utf-8", "surrogatepass")) for g in grams)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "abc",
+        "abcde",
+        "abcdef",
+        "the quick brown fox jumps over the lazy dog " * 3,
+        "café au lait, naïve façade",  # non-ASCII: the per-character path
+        "x" * 40,
+        "a\u00e9" * 30,
+    ],
+)
+def test_sketch_hashes_are_the_crc_of_each_shingle(text: str) -> None:
+    """The ASCII fast path hashes byte shingles; they are the character shingles' encodings,
+    so every sketch is the one its definition gives."""
+    sk = sketch(text)
+    full = _sketch_by_definition(text)
+    assert not sk.truncated and sk.hashes == full
+
+
+def test_sketch_of_many_random_texts_matches_its_definition() -> None:
+    import random
+
+    rnd = random.Random(7)
+    alphabet = "abcdefghij klmnopqrstuvwxyz.,'0123456789" + "éüß"
+    for _ in range(400):
+        n = rnd.randint(0, 300)
+        text = "".join(rnd.choice(alphabet[: 40 if rnd.random() < 0.7 else None]) for _ in range(n))
+        sk = sketch(text)
+        full = _sketch_by_definition(text)
+        if len(full) <= 512:
+            assert sk.hashes == full
+        else:
+            assert sk.truncated and sk.hashes == frozenset(sorted(full)[:512])
